@@ -1,0 +1,40 @@
+// Package workflows owns Millwright's durable Temporal workflows: the
+// per-cluster provisioning workflow and the per-node lifecycle workflow. It
+// holds their signals, updates, queries and search attributes. Workflow code
+// here is deterministic; everything that touches the world is an activity in
+// package activities.
+package workflows
+
+import (
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Search attributes that make node workflows findable in the Temporal UI and
+// with `starter nodes`. All are Keyword so they can be filtered exactly
+// (e.g. `MillwrightNodePool = "default" AND MillwrightPhase = "Ready"`).
+var (
+	NodePoolAttribute          = temporal.NewSearchAttributeKeyKeyword("MillwrightNodePool")
+	InstanceTypeAttribute      = temporal.NewSearchAttributeKeyKeyword("MillwrightInstanceType")
+	ZoneAttribute              = temporal.NewSearchAttributeKeyKeyword("MillwrightZone")
+	CapacityTypeAttribute      = temporal.NewSearchAttributeKeyKeyword("MillwrightCapacityType")
+	NodeNameAttribute          = temporal.NewSearchAttributeKeyKeyword("MillwrightNodeName")
+	InstanceIDAttribute        = temporal.NewSearchAttributeKeyKeyword("MillwrightInstanceID")
+	PhaseAttribute             = temporal.NewSearchAttributeKeyKeyword("MillwrightPhase")
+	TerminationReasonAttribute = temporal.NewSearchAttributeKeyKeyword("MillwrightTerminationReason")
+)
+
+// SearchAttributeTypes lists every custom search attribute Millwright needs a
+// namespace to have, by name and type; `starter setup` and the embedded dev
+// server register exactly these.
+func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
+	keys := []temporal.SearchAttributeKeyKeyword{
+		NodePoolAttribute, InstanceTypeAttribute, ZoneAttribute, CapacityTypeAttribute,
+		NodeNameAttribute, InstanceIDAttribute, PhaseAttribute, TerminationReasonAttribute,
+	}
+	out := make(map[string]enumspb.IndexedValueType, len(keys))
+	for _, k := range keys {
+		out[k.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	return out
+}
