@@ -1,0 +1,134 @@
+package v1
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Labels Millwright puts on the nodes it launches. Requirements may use them;
+// the ones Millwright owns (everything under millwright.dev/ except the
+// well-known keys below) are reserved.
+const (
+	// LabelNodePool names the NodePool that launched a node. Millwright sets
+	// it; a NodePool may neither set it in template labels nor require it.
+	LabelNodePool = Group + "/nodepool"
+	// LabelNodeClass names the EC2NodeClass a node was launched from.
+	LabelNodeClass = Group + "/ec2nodeclass"
+	// LabelCapacityType is "spot" or "on-demand".
+	LabelCapacityType = Group + "/capacity-type"
+
+	LabelInstanceCategory                     = Group + "/instance-category"
+	LabelInstanceFamily                       = Group + "/instance-family"
+	LabelInstanceGeneration                   = Group + "/instance-generation"
+	LabelInstanceSize                         = Group + "/instance-size"
+	LabelInstanceCPU                          = Group + "/instance-cpu"
+	LabelInstanceCPUManufacturer              = Group + "/instance-cpu-manufacturer"
+	LabelInstanceMemory                       = Group + "/instance-memory"
+	LabelInstanceHypervisor                   = Group + "/instance-hypervisor"
+	LabelInstanceEncryptionInTransitSupported = Group + "/instance-encryption-in-transit-supported"
+	LabelInstanceLocalNVME                    = Group + "/instance-local-nvme"
+	LabelInstanceNetworkBandwidth             = Group + "/instance-network-bandwidth"
+	LabelInstanceEBSBandwidth                 = Group + "/instance-ebs-bandwidth"
+	LabelInstanceGPUName                      = Group + "/instance-gpu-name"
+	LabelInstanceGPUManufacturer              = Group + "/instance-gpu-manufacturer"
+	LabelInstanceGPUCount                     = Group + "/instance-gpu-count"
+	LabelInstanceGPUMemory                    = Group + "/instance-gpu-memory"
+	LabelInstanceAcceleratorName              = Group + "/instance-accelerator-name"
+	LabelInstanceAcceleratorManufacturer      = Group + "/instance-accelerator-manufacturer"
+	LabelInstanceAcceleratorCount             = Group + "/instance-accelerator-count"
+)
+
+// Values of LabelCapacityType.
+const (
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+)
+
+// Annotations Millwright reads.
+const (
+	// AnnotationDoNotDisrupt on a pod or node blocks voluntary disruption.
+	AnnotationDoNotDisrupt = Group + "/do-not-disrupt"
+)
+
+// Tags Millwright puts on the EC2 resources it creates. An EC2NodeClass may
+// not set them (see RestrictedTagKeys).
+const (
+	TagNodePool  = LabelNodePool
+	TagNodeClaim = Group + "/nodeclaim"
+	TagNodeClass = LabelNodeClass
+	// TagEKSClusterName is set by EKS; overriding it breaks node registration.
+	TagEKSClusterName = "eks:eks-cluster-name"
+	// TagClusterPrefix starts the kubernetes.io/cluster/<name> ownership tag
+	// the cloud provider integrations rely on.
+	TagClusterPrefix = "kubernetes.io/cluster/"
+)
+
+// WellKnownMillwrightLabels are the keys under millwright.dev/ that users may
+// set in template labels and use in requirements. Every other millwright.dev
+// key is Millwright's own. The CRD's CEL rules list the same keys; a test
+// keeps the two in step.
+var WellKnownMillwrightLabels = []string{
+	LabelCapacityType,
+	LabelNodeClass,
+	LabelInstanceCategory,
+	LabelInstanceFamily,
+	LabelInstanceGeneration,
+	LabelInstanceSize,
+	LabelInstanceCPU,
+	LabelInstanceCPUManufacturer,
+	LabelInstanceMemory,
+	LabelInstanceHypervisor,
+	LabelInstanceEncryptionInTransitSupported,
+	LabelInstanceLocalNVME,
+	LabelInstanceNetworkBandwidth,
+	LabelInstanceEBSBandwidth,
+	LabelInstanceGPUName,
+	LabelInstanceGPUManufacturer,
+	LabelInstanceGPUCount,
+	LabelInstanceGPUMemory,
+	LabelInstanceAcceleratorName,
+	LabelInstanceAcceleratorManufacturer,
+	LabelInstanceAcceleratorCount,
+}
+
+// WellKnownLabels are every label key Millwright understands as a property
+// of an instance type or offering: the Kubernetes well-known node labels plus
+// WellKnownMillwrightLabels and LabelNodePool.
+var WellKnownLabels = append([]string{
+	LabelNodePool,
+	corev1.LabelTopologyZone,
+	corev1.LabelTopologyRegion,
+	corev1.LabelInstanceTypeStable,
+	corev1.LabelArchStable,
+	corev1.LabelOSStable,
+	corev1.LabelWindowsBuild,
+}, WellKnownMillwrightLabels...)
+
+// WellKnownCapacityTypes are the values of LabelCapacityType Millwright can
+// launch.
+var WellKnownCapacityTypes = []string{CapacityTypeSpot, CapacityTypeOnDemand}
+
+// restrictedLabelDomainRE matches a key whose prefix is millwright.dev or a
+// subdomain of it. The CEL rule uses the same expression (with [.] for the
+// dot, so neither Go nor the marker needs backslash escapes).
+const restrictedLabelDomainPattern = `^([^/]*[.])?millwright[.]dev/`
+
+var restrictedLabelDomainRE = regexp.MustCompile(restrictedLabelDomainPattern)
+
+// RestrictedLabelReason says why a NodePool may not set or require the label
+// key, or returns "" when it may. It is the Go twin of the CEL rules on
+// template labels and requirement keys.
+func RestrictedLabelReason(key string) string {
+	switch {
+	case key == LabelNodePool:
+		return fmt.Sprintf("label %q is restricted: Millwright sets it to the NodePool's name", LabelNodePool)
+	case key == corev1.LabelHostname:
+		return fmt.Sprintf("label %q is restricted: it is unique per node", corev1.LabelHostname)
+	case restrictedLabelDomainRE.MatchString(key) && !slices.Contains(WellKnownMillwrightLabels, key):
+		return fmt.Sprintf("label domain %q is restricted: use a well-known %s/ label or a label outside the domain", Group, Group)
+	}
+	return ""
+}
