@@ -1,0 +1,197 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// launch creates the instance, falling back through the remaining options
+// when offerings have no capacity.
+func (w *nodeLifecycle) launch() {
+	options := slices.Clone(w.spec.InstanceTypeOptions)
+	for {
+		var launched activities.LaunchResponse
+		err := w.execute(launchOptions(), activities.LaunchActivity, w.launchRequest(options), &launched)
+		if err == nil {
+			w.launched(launched)
+			return
+		}
+		failed, insufficient := activities.InsufficientCapacityOfferings(err)
+		if !insufficient {
+			w.launchFailed(err)
+			return
+		}
+		remaining := withoutOfferings(options, failed)
+		if len(failed) == 0 || countOfferings(remaining) == countOfferings(options) {
+			// The error named nothing we offered: treat every offering
+			// offered as failed rather than retrying the same request.
+			failed, remaining = offeringKeys(options), nil
+		}
+		w.rejectOfferings(failed, "insufficient capacity")
+		if len(remaining) == 0 {
+			w.capacityExhausted()
+			return
+		}
+		if w.terminationRequested() {
+			w.enterPhase(PhaseTerminated)
+			return
+		}
+		w.decide("Insufficient capacity for %s; retrying with %d remaining option(s) %s",
+			joinOfferings(failed), len(remaining), optionNames(remaining, 10))
+		options = remaining
+	}
+}
+
+func (w *nodeLifecycle) launchRequest(options []activities.InstanceTypeOption) activities.LaunchRequest {
+	return activities.LaunchRequest{
+		Cluster:       w.spec.Cluster,
+		NodeClaimName: w.spec.NodeClaimName,
+		NodePool:      w.spec.NodePool,
+		NodeClassName: w.spec.NodeClassName,
+		WorkflowID:    w.workflowID,
+		ClientToken:   activities.LaunchClientToken(w.workflowID, options),
+		Options:       options,
+		Requirements:  w.spec.Requirements,
+		Labels:        w.nodeLabels(),
+		Annotations:   w.spec.Annotations,
+		Taints:        w.spec.Taints,
+		StartupTaints: w.spec.StartupTaints,
+	}
+}
+
+// nodeLabels are the spec's labels plus the node claim label the worker
+// maps Node events with.
+func (w *nodeLifecycle) nodeLabels() map[string]string {
+	labels := make(map[string]string, len(w.spec.Labels)+1)
+	for k, v := range w.spec.Labels {
+		labels[k] = v
+	}
+	labels[activities.NodeClaimLabel] = w.spec.NodeClaimName
+	return labels
+}
+
+func (w *nodeLifecycle) launched(instance activities.LaunchResponse) {
+	w.state.Instance = &instance
+	w.state.RegistrationDeadline = workflow.Now(w.ctx).Add(w.registrationTimeout())
+	w.logger.Info(fmt.Sprintf("Launched instance: %s, type: %s, zone: %s, hostname: %s",
+		instance.InstanceID, instance.InstanceType, instance.Zone, instance.Hostname),
+		"capacityType", instance.CapacityType, "providerID", instance.ProviderID)
+	w.decide("Launched %s: %s in %s (%s, $%.4f/h)", instance.InstanceID, instance.InstanceType,
+		instance.Zone, instance.CapacityType, instance.PricePerHour)
+	if w.terminationRequested() {
+		w.enterPhase(PhaseTerminating)
+		return
+	}
+	w.enterPhase(PhaseRegistering)
+}
+
+// capacityExhausted ends the node: no option had capacity. The provisioner
+// re-plans its pods, avoiding the offerings that just failed.
+func (w *nodeLifecycle) capacityExhausted() {
+	until := workflow.Now(w.ctx).Add(activities.UnavailableOfferingTTL)
+	unavailable := make([]activities.UnavailableOffering, 0, len(w.state.RejectedOfferings))
+	for _, rejected := range w.state.RejectedOfferings {
+		unavailable = append(unavailable, activities.UnavailableOffering{OfferingKey: rejected.OfferingKey, Until: until})
+	}
+	w.requestTermination(Termination{
+		Reason:    ReasonInsufficientCapacity,
+		Detail:    fmt.Sprintf("no capacity for any of the %d offering(s) of %d instance type option(s)", len(unavailable), len(w.spec.InstanceTypeOptions)),
+		Requester: "ec2",
+	})
+	w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, UnavailableOfferings: unavailable, Reason: "insufficient capacity"})
+	w.enterPhase(PhaseTerminated)
+}
+
+// launchFailed ends a node whose launch failed for good. An invalid NodeClass
+// is not re-planned at once (it would fail the same way in a loop); the
+// provisioner's resync retries once the NodeClass is fixed.
+func (w *nodeLifecycle) launchFailed(err error) {
+	w.requestTermination(Termination{Reason: ReasonLaunchFailed, Detail: err.Error()})
+	if !activities.IsInvalidNodeClass(err) {
+		w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "launch failed"})
+	}
+	w.logger.Error("Launch failed", "error", err)
+	w.enterPhase(PhaseTerminated)
+}
+
+func (w *nodeLifecycle) rejectOfferings(keys []activities.OfferingKey, reason string) {
+	for _, key := range keys {
+		w.state.RejectedOfferings = append(w.state.RejectedOfferings, RejectedOffering{OfferingKey: key, Reason: reason})
+	}
+}
+
+func (w *nodeLifecycle) registrationTimeout() time.Duration {
+	if w.spec.RegistrationTimeout > 0 {
+		return w.spec.RegistrationTimeout
+	}
+	return activities.DefaultRegistrationTimeout
+}
+
+// withoutOfferings removes failed offerings, and options left without any.
+func withoutOfferings(options []activities.InstanceTypeOption, failed []activities.OfferingKey) []activities.InstanceTypeOption {
+	gone := make(map[activities.OfferingKey]bool, len(failed))
+	for _, key := range failed {
+		gone[key] = true
+	}
+	var remaining []activities.InstanceTypeOption
+	for _, option := range options {
+		kept := activities.InstanceTypeOption{Name: option.Name}
+		for _, offering := range option.Offerings {
+			key := activities.OfferingKey{InstanceType: option.Name, Zone: offering.Zone, CapacityType: offering.CapacityType}
+			if !gone[key] {
+				kept.Offerings = append(kept.Offerings, offering)
+			}
+		}
+		if len(kept.Offerings) > 0 {
+			remaining = append(remaining, kept)
+		}
+	}
+	return remaining
+}
+
+func countOfferings(options []activities.InstanceTypeOption) int {
+	n := 0
+	for _, option := range options {
+		n += len(option.Offerings)
+	}
+	return n
+}
+
+func offeringKeys(options []activities.InstanceTypeOption) []activities.OfferingKey {
+	var keys []activities.OfferingKey
+	for _, option := range options {
+		for _, offering := range option.Offerings {
+			keys = append(keys, activities.OfferingKey{InstanceType: option.Name, Zone: offering.Zone, CapacityType: offering.CapacityType})
+		}
+	}
+	return keys
+}
+
+// optionNames lists up to limit option names, like "[m5.large m5.xlarge and 3 other(s)]".
+func optionNames(options []activities.InstanceTypeOption, limit int) string {
+	names := make([]string, 0, min(len(options), limit))
+	for i, option := range options {
+		if i == limit {
+			break
+		}
+		names = append(names, option.Name)
+	}
+	if extra := len(options) - limit; extra > 0 {
+		return fmt.Sprintf("[%s and %d other(s)]", strings.Join(names, " "), extra)
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+func joinOfferings(keys []activities.OfferingKey) string {
+	parts := make([]string, len(keys))
+	for i, key := range keys {
+		parts[i] = key.String()
+	}
+	return strings.Join(parts, ", ")
+}

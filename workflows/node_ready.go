@@ -1,0 +1,179 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// Timer names, shown in QueryState and as timer summaries in the UI.
+const (
+	expiryTimerName   = "expireAfter"
+	emptyTTLTimerName = "consolidateAfter"
+)
+
+// defaultDisruptionRetry is how long an empty node waits before asking its
+// disruption budget again when the budget did not say.
+const defaultDisruptionRetry = time.Minute
+
+// awaitDisruption is the Ready phase: it waits for whichever comes first —
+// the node staying empty for consolidateAfter, expiry, an interruption, a
+// manual drain, or the Node's deletion — and then moves to Draining. It
+// returns true instead when the run should continue as new.
+func (w *nodeLifecycle) awaitDisruption() (continueAsNew bool) {
+	expiry := w.startExpiryTimer()
+	for !w.terminationRequested() {
+		w.syncEmptyTTL()
+		selector := workflow.NewSelector(w.ctx)
+		w.listen(selector)
+		if expiry != nil {
+			selector.AddFuture(expiry, func(f workflow.Future) {
+				expiry = nil
+				delete(w.timers, expiryTimerName)
+				if f.Get(w.ctx, nil) == nil {
+					w.expired()
+				}
+			})
+		}
+		if w.emptyTTL.future != nil {
+			selector.AddFuture(w.emptyTTL.future, func(f workflow.Future) {
+				w.emptyTTL = cancellableTimer{}
+				delete(w.timers, emptyTTLTimerName)
+				w.emptyTTLFired = f.Get(w.ctx, nil) == nil
+			})
+		}
+		w.selectAll(selector)
+		w.checkCancelled()
+		w.flushOutbox()
+		if w.emptyTTLFired {
+			w.emptyTTLFired = false
+			w.considerEmptyTermination()
+		}
+		if !w.terminationRequested() && w.shouldContinueAsNew() {
+			// Take every signal already delivered into the state we carry;
+			// one of them may even end the node instead.
+			w.absorbPendingSignals()
+			w.flushOutbox()
+			if !w.terminationRequested() {
+				return true
+			}
+		}
+	}
+	w.stopEmptyTTL()
+	w.enterPhase(PhaseDraining)
+	return false
+}
+
+// startExpiryTimer arms expireAfter, counted from the node's creation (not
+// from this run), so continuing as new never extends a node's life.
+func (w *nodeLifecycle) startExpiryTimer() workflow.Future {
+	after, enabled := w.spec.ExpireAfter.Get()
+	if !enabled {
+		return nil
+	}
+	return w.startTimer(expiryTimerName, w.state.CreatedAt.Add(after)).future
+}
+
+func (w *nodeLifecycle) expired() {
+	after, _ := w.spec.ExpireAfter.Get()
+	w.logger.Info("Node expired", "expireAfter", formatDuration(after))
+	w.requestTermination(Termination{
+		Reason:    ReasonExpired,
+		Detail:    fmt.Sprintf("expired after %s", formatDuration(after)),
+		Requester: "millwright",
+		// Expiry is forceful: do-not-disrupt pods cannot keep a node past it.
+		Voluntary: false,
+	})
+}
+
+// syncEmptyTTL starts the consolidateAfter countdown when the node is empty
+// and cancels it when a pod arrives.
+func (w *nodeLifecycle) syncEmptyTTL() {
+	after, enabled := w.spec.ConsolidateAfter.Get()
+	if !enabled {
+		return
+	}
+	empty := w.state.Pods.NonDaemonSet == 0
+	switch {
+	case empty && w.state.EmptySince.IsZero():
+		w.state.EmptySince = workflow.Now(w.ctx)
+		w.logger.Info("Added TTL to empty node", "ttl", formatDuration(after))
+		w.decide("Node is empty; terminating after %s unless a pod arrives", formatDuration(after))
+		w.emptyTTL = w.startTimer(emptyTTLTimerName, w.state.EmptySince.Add(after))
+	case empty && w.emptyTTL.future == nil:
+		// Continued as new while empty, or a disruption budget asked to
+		// wait: resume the countdown from its absolute deadlines.
+		deadline := w.state.EmptySince.Add(after)
+		if w.state.DisruptionRetryAt.After(deadline) {
+			deadline = w.state.DisruptionRetryAt
+		}
+		w.emptyTTL = w.startTimer(emptyTTLTimerName, deadline)
+	case !empty && !w.state.EmptySince.IsZero():
+		w.stopEmptyTTL()
+		w.state.EmptySince = time.Time{}
+		w.state.DisruptionRetryAt = time.Time{}
+		w.logger.Info("Removed TTL from node", "pods", w.state.Pods.NonDaemonSet)
+		w.decide("A pod arrived; empty-node countdown cancelled")
+	}
+}
+
+func (w *nodeLifecycle) stopEmptyTTL() {
+	if w.emptyTTL.cancel != nil {
+		w.emptyTTL.cancel()
+	}
+	w.emptyTTL = cancellableTimer{}
+	delete(w.timers, emptyTTLTimerName)
+}
+
+// considerEmptyTermination runs when the node has been empty for
+// consolidateAfter: terminate it if its pool's disruption budget (and
+// minNodes) allow, otherwise ask again later.
+func (w *nodeLifecycle) considerEmptyTermination() {
+	if w.state.Pods.NonDaemonSet > 0 || w.terminationRequested() {
+		return
+	}
+	var answer activities.AllowDisruptionResponse
+	err := w.execute(shortOptions("check disruption budget"), activities.AllowDisruptionActivity,
+		activities.AllowDisruptionRequest{NodePool: w.spec.NodePool, NodeName: w.state.NodeName, Reason: string(ReasonEmpty)}, &answer)
+	if err != nil {
+		answer = activities.AllowDisruptionResponse{Why: "budget check failed: " + err.Error()}
+	}
+	if w.state.Pods.NonDaemonSet > 0 || w.terminationRequested() {
+		return // a pod arrived, or something else ended the node, meanwhile
+	}
+	if !answer.Allowed {
+		retry := answer.RetryAfter
+		if retry <= 0 {
+			retry = defaultDisruptionRetry
+		}
+		w.state.DisruptionRetryAt = workflow.Now(w.ctx).Add(retry)
+		w.decide("Empty node kept: %s; asking again in %s", answer.Why, formatDuration(retry))
+		return
+	}
+	after, _ := w.spec.ConsolidateAfter.Get()
+	w.logger.Info(fmt.Sprintf("Triggering termination after %s for empty node", formatDuration(after)))
+	w.requestTermination(Termination{
+		Reason:    ReasonEmpty,
+		Detail:    fmt.Sprintf("empty for %s", formatDuration(after)),
+		Requester: "millwright",
+		Voluntary: true,
+	})
+}
+
+func (w *nodeLifecycle) shouldContinueAsNew() bool {
+	info := workflow.GetInfo(w.ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= nodeHistoryEventsBeforeContinueAsNew
+}
+
+// continueAsNew carries the state into a new run once every message handler
+// has finished.
+func (w *nodeLifecycle) continueAsNew() error {
+	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
+		return err
+	}
+	w.logger.Info("Continuing as new", "historyLength", workflow.GetInfo(w.ctx).GetCurrentHistoryLength())
+	return workflow.NewContinueAsNewError(w.ctx, NodeWorkflowType, w.spec, w.state)
+}

@@ -1,0 +1,322 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// InvalidNodeLaunchSpecErrorType fails a node workflow started with a spec
+// that cannot be launched.
+const InvalidNodeLaunchSpecErrorType = "InvalidNodeLaunchSpec"
+
+// nodeHistoryEventsBeforeContinueAsNew is a backstop for servers that do not
+// suggest continue-as-new; a Ready node mostly receives pod-count signals.
+const nodeHistoryEventsBeforeContinueAsNew = 5000
+
+// NodeWorkflow owns one node from launch to termination, with id
+// NodeWorkflowID(spec.Cluster, spec.NodeClaimName):
+//
+//	Launching → Registering → Initializing → Ready → Draining → Terminating → Terminated
+//
+// A fresh node is started with the spec alone; resume is only passed by the
+// workflow itself when it continues as new (from Ready), carrying its state.
+func NodeWorkflow(ctx workflow.Context, spec activities.NodeLaunchSpec, resume *NodeState) (NodeResult, error) {
+	if err := spec.Validate(); err != nil {
+		return NodeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), InvalidNodeLaunchSpecErrorType, nil)
+	}
+	w := newNodeLifecycle(ctx, spec, resume)
+	if err := w.setMessageHandlers(); err != nil {
+		return NodeResult{}, err
+	}
+	return w.run()
+}
+
+// nodeLifecycle is one run of a node workflow.
+type nodeLifecycle struct {
+	ctx        workflow.Context
+	logger     log.Logger
+	spec       activities.NodeLaunchSpec
+	state      *NodeState
+	workflowID string
+
+	signals nodeSignals
+	// wake lets update handlers, which run in their own coroutine, wake the
+	// main loop blocked in a selector.
+	wake workflow.Channel
+	// outbox holds provisioner notifications decided by message handlers;
+	// the main flow sends them, so handlers never block.
+	outbox []ReplanRequest
+	// replanSentForInterruption: the provisioner hears about an
+	// interruption once, however many events arrive.
+	replanSentForInterruption bool
+
+	// timers are the durable timers pending now, for QueryState.
+	timers   map[string]time.Time
+	emptyTTL cancellableTimer
+	// emptyTTLFired is set by the TTL timer's callback and handled by the
+	// main loop (the check runs an activity; callbacks must stay small).
+	emptyTTLFired bool
+
+	// drainVoluntary and drainDeadline parametrise the Drain activity; an
+	// involuntary request arriving during a voluntary drain tightens them.
+	drainVoluntary bool
+	drainDeadline  time.Time
+
+	// cancelled: the workflow was cancelled and w.ctx is now a disconnected
+	// context, so cleanup can still run activities.
+	cancelled bool
+}
+
+type cancellableTimer struct {
+	future workflow.Future
+	cancel workflow.CancelFunc
+}
+
+func newNodeLifecycle(ctx workflow.Context, spec activities.NodeLaunchSpec, resume *NodeState) *nodeLifecycle {
+	w := &nodeLifecycle{
+		ctx:        ctx,
+		spec:       spec,
+		workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		signals:    newNodeSignals(ctx),
+		wake:       workflow.NewBufferedChannel(ctx, 1),
+		timers:     map[string]time.Time{},
+	}
+	w.logger = log.With(workflow.GetLogger(ctx), "nodeClaim", spec.NodeClaimName, "nodePool", spec.NodePool)
+	if resume != nil {
+		w.state = resume
+	} else {
+		w.state = &NodeState{Version: nodeStateVersion, Phase: PhaseLaunching, CreatedAt: workflow.Now(ctx)}
+	}
+	return w
+}
+
+// run drives the phases until the node is gone.
+func (w *nodeLifecycle) run() (NodeResult, error) {
+	if w.state.Phase == PhaseLaunching && len(w.state.Decisions) == 0 {
+		w.decide("Node workflow started for %d pod(s): %s", len(w.spec.PodKeys), w.spec.LaunchReason)
+	}
+	w.publish()
+	for w.state.Phase != PhaseTerminated {
+		w.checkCancelled()
+		switch w.state.Phase {
+		case PhaseLaunching:
+			w.launch()
+		case PhaseRegistering:
+			w.register()
+		case PhaseInitializing:
+			w.initialize()
+		case PhaseReady:
+			if continueAsNew := w.awaitDisruption(); continueAsNew {
+				return NodeResult{}, w.continueAsNew()
+			}
+		case PhaseDraining:
+			w.drain()
+		case PhaseTerminating:
+			w.terminate()
+		default:
+			return NodeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("node state carries unknown phase %q", w.state.Phase), "UnknownPhase", nil)
+		}
+	}
+	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
+		return NodeResult{}, err
+	}
+	result := NodeResult{NodeClaimName: w.spec.NodeClaimName, Instance: w.state.Instance, NodeName: w.state.NodeName}
+	if w.state.Termination != nil {
+		result.Termination = *w.state.Termination
+	}
+	if w.cancelled {
+		return result, temporal.NewCanceledError(result)
+	}
+	return result, nil
+}
+
+// enterPhase moves to the next phase and makes it visible.
+func (w *nodeLifecycle) enterPhase(phase Phase) {
+	if w.state.Phase == phase {
+		return
+	}
+	w.state.Phase = phase
+	w.decide("Phase %s", phase)
+	if phase == PhaseTerminated && w.state.Termination != nil {
+		t := w.state.Termination
+		w.logger.Info("Node terminated", "reason", string(t.Reason), "detail", t.Detail)
+		// Every ended node settles its in-flight entry and lets the
+		// provisioner restore minNodes.
+		w.queueReplan(ReplanRequest{Reason: "node terminated: " + string(t.Reason)})
+	}
+	w.publish()
+	w.flushOutbox()
+}
+
+// publish upserts the search attributes and memo that make the node findable
+// and explain it.
+func (w *nodeLifecycle) publish() {
+	updates := []temporal.SearchAttributeUpdate{
+		NodePoolAttribute.ValueSet(w.spec.NodePool),
+		PhaseAttribute.ValueSet(string(w.state.Phase)),
+	}
+	if inst := w.state.Instance; inst != nil {
+		updates = append(updates,
+			InstanceTypeAttribute.ValueSet(inst.InstanceType),
+			ZoneAttribute.ValueSet(inst.Zone),
+			CapacityTypeAttribute.ValueSet(inst.CapacityType),
+			InstanceIDAttribute.ValueSet(inst.InstanceID))
+	}
+	if w.state.NodeName != "" {
+		updates = append(updates, NodeNameAttribute.ValueSet(w.state.NodeName))
+	}
+	if t := w.state.Termination; t != nil && w.state.Phase.leaving() {
+		updates = append(updates, TerminationReasonAttribute.ValueSet(string(t.Reason)))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
+		w.logger.Warn("Could not upsert search attributes", "error", err)
+	}
+	memo := map[string]any{MemoLaunchReason: w.launchSummary()}
+	if t := w.state.Termination; t != nil {
+		memo[MemoTerminationReason] = describeTermination(*t)
+	}
+	if err := workflow.UpsertMemo(w.ctx, memo); err != nil {
+		w.logger.Warn("Could not upsert memo", "error", err)
+	}
+}
+
+// Memo keys of node workflows.
+const (
+	MemoLaunchReason      = "launchReason"
+	MemoTerminationReason = "terminationReason"
+)
+
+// decide records a decision for QueryHistory, bounded so state stays small.
+func (w *nodeLifecycle) decide(format string, args ...any) {
+	w.state.Decisions = append(w.state.Decisions, Decision{
+		At: workflow.Now(w.ctx), Phase: w.state.Phase, Message: fmt.Sprintf(format, args...),
+	})
+	if extra := len(w.state.Decisions) - maxDecisions; extra > 0 {
+		w.state.Decisions = append([]Decision(nil), w.state.Decisions[extra:]...)
+		w.state.DroppedDecisions += extra
+	}
+}
+
+// requestTermination records why the node must go. The first reason wins;
+// a later involuntary one still tightens a drain in progress.
+func (w *nodeLifecycle) requestTermination(t Termination) {
+	if t.RequestedAt.IsZero() {
+		t.RequestedAt = workflow.Now(w.ctx)
+	}
+	if w.state.Termination == nil {
+		w.state.Termination = &t
+		w.decide("Termination requested: %s", describeTermination(t))
+		return
+	}
+	w.decide("Also requested while already terminating (%s): %s", w.state.Termination.Reason, describeTermination(t))
+	if w.state.Phase == PhaseDraining && !t.Voluntary {
+		w.drainVoluntary = false
+		w.drainDeadline = earliest(w.drainDeadline, t.Deadline)
+	}
+}
+
+func (w *nodeLifecycle) terminationRequested() bool { return w.state.Termination != nil }
+
+// queueReplan schedules a signal to the provisioner.
+func (w *nodeLifecycle) queueReplan(req ReplanRequest) {
+	req.NodeClaimName = w.spec.NodeClaimName
+	w.outbox = append(w.outbox, req)
+}
+
+// flushOutbox sends queued provisioner signals. A provisioner that is not
+// running is not an error: its periodic resync plans every pending pod.
+func (w *nodeLifecycle) flushOutbox() {
+	for len(w.outbox) > 0 {
+		req := w.outbox[0]
+		w.outbox = w.outbox[1:]
+		err := workflow.SignalExternalWorkflow(w.ctx, ProvisionerWorkflowID(w.spec.Cluster), "", SignalReplan, req).Get(w.ctx, nil)
+		if err != nil {
+			w.logger.Warn("Could not signal the provisioner", "reason", req.Reason, "error", err)
+		}
+	}
+}
+
+// checkCancelled turns a cancellation of the workflow into a termination
+// that still cleans up: from then on the workflow runs on a disconnected
+// context so its activities are not cancelled too.
+func (w *nodeLifecycle) checkCancelled() {
+	if w.cancelled || w.ctx.Err() == nil {
+		return
+	}
+	w.cancelled = true
+	w.ctx, _ = workflow.NewDisconnectedContext(w.ctx)
+	w.requestTermination(Termination{Reason: ReasonCancelled, Detail: "workflow cancellation requested", Requester: "temporal"})
+}
+
+// execute runs one activity and waits for it while messages keep flowing.
+func (w *nodeLifecycle) execute(options workflow.ActivityOptions, activity string, req, resp any) error {
+	future := workflow.ExecuteActivity(workflow.WithActivityOptions(w.ctx, options), activity, req)
+	w.awaitStep(future, nil)
+	return future.Get(w.ctx, resp)
+}
+
+// executeUnless is execute for waits that are pointless once stop() holds:
+// it then cancels the activity and reports stopped.
+func (w *nodeLifecycle) executeUnless(stop func() bool, options workflow.ActivityOptions, activity string, req, resp any) (stopped bool, err error) {
+	ctx, cancel := workflow.WithCancel(workflow.WithActivityOptions(w.ctx, options))
+	future := workflow.ExecuteActivity(ctx, activity, req)
+	if w.awaitStep(future, stop) {
+		cancel()
+		_ = future.Get(w.ctx, nil) // the cancellation's outcome changes nothing
+		return true, nil
+	}
+	return false, future.Get(w.ctx, resp)
+}
+
+// awaitStep waits for step while handling the node's signals. It returns
+// true early when stop (if any) becomes true.
+func (w *nodeLifecycle) awaitStep(step workflow.Future, stop func() bool) bool {
+	for !step.IsReady() {
+		selector := workflow.NewSelector(w.ctx)
+		selector.AddFuture(step, func(workflow.Future) {})
+		w.listen(selector)
+		w.selectAll(selector)
+		w.checkCancelled()
+		w.flushOutbox()
+		if stop != nil && stop() {
+			return true
+		}
+	}
+	return false
+}
+
+// selectAll waits for the first ready case, then takes every other case
+// already ready, so a burst of signals is handled in one go. A cancelled
+// workflow stops it: the closed Done channel would stay ready forever.
+func (w *nodeLifecycle) selectAll(selector workflow.Selector) {
+	selector.Select(w.ctx)
+	for w.ctx.Err() == nil && selector.HasPending() {
+		selector.Select(w.ctx)
+	}
+}
+
+// startTimer starts a named, cancellable durable timer until deadline.
+func (w *nodeLifecycle) startTimer(name string, deadline time.Time) cancellableTimer {
+	ctx, cancel := workflow.WithCancel(w.ctx)
+	w.timers[name] = deadline
+	future := workflow.NewTimerWithOptions(ctx, deadline.Sub(workflow.Now(w.ctx)), workflow.TimerOptions{Summary: name})
+	return cancellableTimer{future: future, cancel: cancel}
+}
+
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	default:
+		return b
+	}
+}
