@@ -1,0 +1,152 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+)
+
+// EC2API is the part of *ec2.Client the provider uses. The worker passes the
+// real client (NewEC2Client); tests point that client at the emulator.
+type EC2API interface {
+	ec2.DescribeInstanceTypesAPIClient
+	ec2.DescribeInstanceTypeOfferingsAPIClient
+	ec2.DescribeSpotPriceHistoryAPIClient
+	ec2.DescribeSubnetsAPIClient
+	ec2.DescribeSecurityGroupsAPIClient
+	ec2.DescribeImagesAPIClient
+	ec2.DescribeLaunchTemplatesAPIClient
+	ec2.DescribeInstancesAPIClient
+	CreateLaunchTemplate(ctx context.Context, in *ec2.CreateLaunchTemplateInput, opts ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
+	DeleteLaunchTemplate(ctx context.Context, in *ec2.DeleteLaunchTemplateInput, opts ...func(*ec2.Options)) (*ec2.DeleteLaunchTemplateOutput, error)
+	CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, opts ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// PricingAPI is the part of *pricing.Client the provider uses.
+type PricingAPI interface {
+	pricing.GetProductsAPIClient
+}
+
+var (
+	_ EC2API     = (*ec2.Client)(nil)
+	_ PricingAPI = (*pricing.Client)(nil)
+)
+
+// Retry defaults. The SDK's standard retryer backs off exponentially with
+// full jitter (throttling errors from a 1s base), so workers throttled
+// together do not retry in lockstep; these bound how long one call may keep
+// retrying before the activity reports Throttled and Temporal takes over.
+const (
+	DefaultRetryMaxAttempts = 6
+	DefaultRetryMaxBackoff  = 20 * time.Second
+	// DefaultPricingRegion hosts the Pricing API (it is served from a few
+	// regions only; us-east-1 answers for every region).
+	DefaultPricingRegion = "us-east-1"
+)
+
+// Config says how to reach AWS.
+type Config struct {
+	// Region of the cluster's instances (required).
+	Region string
+	// Endpoint, when set, is the EC2 base endpoint (the local emulator's
+	// URL). Leaving it empty uses the region's real endpoint.
+	Endpoint string
+	// Credentials, when set, replace the SDK's default credential chain
+	// (environment, shared config, web identity, instance role). The local
+	// stack passes static credentials; the emulator does not check them.
+	Credentials aws.CredentialsProvider
+
+	// RetryMaxAttempts bounds attempts per API call, the first included
+	// (default DefaultRetryMaxAttempts).
+	RetryMaxAttempts int
+	// RetryMaxBackoff bounds one backoff delay (default DefaultRetryMaxBackoff).
+	RetryMaxBackoff time.Duration
+
+	// Pricing turns on the Pricing API for on-demand prices. When off, or
+	// when it fails, prices come from the embedded catalog. The emulator has
+	// no Pricing API, so the local stack leaves it off.
+	Pricing bool
+	// PricingRegion is where the Pricing API is called (default
+	// DefaultPricingRegion).
+	PricingRegion string
+	// PricingEndpoint overrides the Pricing API's base endpoint.
+	PricingEndpoint string
+}
+
+func (c Config) withDefaults() Config {
+	if c.RetryMaxAttempts <= 0 {
+		c.RetryMaxAttempts = DefaultRetryMaxAttempts
+	}
+	if c.RetryMaxBackoff <= 0 {
+		c.RetryMaxBackoff = DefaultRetryMaxBackoff
+	}
+	if c.PricingRegion == "" {
+		c.PricingRegion = DefaultPricingRegion
+	}
+	return c
+}
+
+// loadAWSConfig builds the SDK configuration shared by the clients: region,
+// credentials and the standard retryer.
+func loadAWSConfig(ctx context.Context, c Config, region string) (aws.Config, error) {
+	if region == "" {
+		return aws.Config{}, errors.New("aws config: region is empty")
+	}
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(region),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = c.RetryMaxAttempts
+				o.MaxBackoff = c.RetryMaxBackoff
+			})
+		}),
+	}
+	if c.Credentials != nil {
+		opts = append(opts, awsconfig.WithCredentialsProvider(c.Credentials))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws config for region %s: %w", region, err)
+	}
+	return cfg, nil
+}
+
+// NewEC2Client returns an EC2 client for c.Region, at c.Endpoint when set.
+func NewEC2Client(ctx context.Context, c Config) (*ec2.Client, error) {
+	c = c.withDefaults()
+	cfg, err := loadAWSConfig(ctx, c, c.Region)
+	if err != nil {
+		return nil, err
+	}
+	return ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	}), nil
+}
+
+// NewPricingClient returns a Pricing API client, or nil (and no error) when
+// c.Pricing is off: callers then use the catalog's prices.
+func NewPricingClient(ctx context.Context, c Config) (*pricing.Client, error) {
+	if !c.Pricing {
+		return nil, nil
+	}
+	c = c.withDefaults()
+	cfg, err := loadAWSConfig(ctx, c, c.PricingRegion)
+	if err != nil {
+		return nil, err
+	}
+	return pricing.NewFromConfig(cfg, func(o *pricing.Options) {
+		if c.PricingEndpoint != "" {
+			o.BaseEndpoint = aws.String(c.PricingEndpoint)
+		}
+	}), nil
+}
