@@ -20,3 +20,4 @@ package v1
 
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./...
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 crd:crdVersions=v1 paths=./... output:crd:artifacts:config=../../../deploy/crds
+//go:generate go run ./internal/crdpatch ../../../deploy/crds

@@ -21,6 +21,7 @@ const Never DurationOrNever = "Never"
 // ("720h", "1h30m", "30s") or the word "Never". The empty value means "not
 // set"; defaulting replaces it.
 // +kubebuilder:validation:Type=string
+// +kubebuilder:validation:MaxLength=32
 // +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
 type DurationOrNever string
 
@@ -28,6 +29,7 @@ type DurationOrNever string
 // "1h30m"). Each field that uses it narrows the units it accepts with its own
 // pattern.
 // +kubebuilder:validation:Type=string
+// +kubebuilder:validation:MaxLength=32
 type Duration string
 
 // The patterns the CRD applies to each duration field, compiled once for the

@@ -221,26 +221,26 @@ type KubeletConfiguration struct {
 	// SystemReserved is held back for OS daemons: cpu, memory,
 	// ephemeral-storage, pid.
 	// +kubebuilder:validation:XValidation:message="valid keys for systemReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
-	// +kubebuilder:validation:XValidation:message="systemReserved values must be non-negative resource quantities",rule="self.all(x, isQuantity(self[x]) && quantity(self[x]).sign() >= 0)"
+	// +kubebuilder:validation:XValidation:message="systemReserved values must be non-negative resource quantities",rule="self.all(x, isQuantity(self[x]) && !quantity(self[x]).isLessThan(quantity('0')))"
 	// +optional
 	SystemReserved map[string]string `json:"systemReserved,omitempty"`
 	// KubeReserved is held back for Kubernetes daemons: cpu, memory,
 	// ephemeral-storage, pid. Unset means the kubelet's defaults for the
 	// instance type.
 	// +kubebuilder:validation:XValidation:message="valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
-	// +kubebuilder:validation:XValidation:message="kubeReserved values must be non-negative resource quantities",rule="self.all(x, isQuantity(self[x]) && quantity(self[x]).sign() >= 0)"
+	// +kubebuilder:validation:XValidation:message="kubeReserved values must be non-negative resource quantities",rule="self.all(x, isQuantity(self[x]) && !quantity(self[x]).isLessThan(quantity('0')))"
 	// +optional
 	KubeReserved map[string]string `json:"kubeReserved,omitempty"`
 	// EvictionHard are the hard eviction thresholds, per signal, as a
 	// quantity ("100Mi") or a percentage ("10%").
 	// +kubebuilder:validation:XValidation:message="valid keys for evictionHard are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
-	// +kubebuilder:validation:XValidation:message="evictionHard values must be a percentage or a non-negative quantity",rule="self.all(x, self[x].matches('^[0-9]+([.][0-9]+)?%$') || (isQuantity(self[x]) && quantity(self[x]).sign() >= 0))"
+	// +kubebuilder:validation:XValidation:message="evictionHard values must be a percentage or a non-negative quantity",rule="self.all(x, self[x].matches('^[0-9]+([.][0-9]+)?%$') || (isQuantity(self[x]) && !quantity(self[x]).isLessThan(quantity('0'))))"
 	// +optional
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
 	// EvictionSoft are the soft eviction thresholds; each needs a grace
 	// period in evictionSoftGracePeriod.
 	// +kubebuilder:validation:XValidation:message="valid keys for evictionSoft are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
-	// +kubebuilder:validation:XValidation:message="evictionSoft values must be a percentage or a non-negative quantity",rule="self.all(x, self[x].matches('^[0-9]+([.][0-9]+)?%$') || (isQuantity(self[x]) && quantity(self[x]).sign() >= 0))"
+	// +kubebuilder:validation:XValidation:message="evictionSoft values must be a percentage or a non-negative quantity",rule="self.all(x, self[x].matches('^[0-9]+([.][0-9]+)?%$') || (isQuantity(self[x]) && !quantity(self[x]).isLessThan(quantity('0'))))"
 	// +optional
 	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
 	// EvictionSoftGracePeriod is how long each soft threshold must be
@@ -356,6 +356,7 @@ type BlockDevice struct {
 	// unit pattern plus a bound, which the Go check can state identically.
 	// +kubebuilder:validation:Pattern:="^[1-9][0-9]{0,5}(Gi|G|Ti|T)$"
 	// +kubebuilder:validation:XValidation:message="volumeSize must be at most 64Ti",rule="!isQuantity(self) || quantity(self).compareTo(quantity('64Ti')) <= 0"
+	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type:=string
 	// +optional

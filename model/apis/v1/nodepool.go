@@ -42,7 +42,7 @@ type NodePoolList struct {
 }
 
 // NodePoolSpec is the desired state of a NodePool.
-// +kubebuilder:validation:XValidation:message="minNodes must not exceed limits.nodes",rule="!has(self.minNodes) || !has(self.limits) || !('nodes' in self.limits) || quantity(string(self.limits['nodes'])).compareTo(quantity(string(self.minNodes))) >= 0",fieldPath=".minNodes"
+// +kubebuilder:validation:XValidation:message="minNodes must not exceed limits.nodes",rule="!has(self.minNodes) || !has(self.limits) || !('nodes' in self.limits) || !quantity(string(self.limits['nodes'])).isLessThan(quantity('0').add(self.minNodes))",fieldPath=".minNodes"
 type NodePoolSpec struct {
 	// Template describes the nodes this pool launches. Nodes are usually
 	// narrower than the template: a pod's own constraints pick among the
@@ -84,9 +84,9 @@ type TemplateMetadata struct {
 	// Labels are put on every node the pool launches. Keys in the
 	// millwright.dev domain are reserved except the well-known ones, and
 	// kubernetes.io/hostname and millwright.dev/nodepool are never allowed.
+	// (Values are checked by a schema pattern crdpatch adds.)
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:message="label keys must be qualified names: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",rule="self.all(k, !format.qualifiedName().validate(k).hasValue())"
-	// +kubebuilder:validation:XValidation:message="label values must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",rule="self.all(k, !format.labelValue().validate(self[k]).hasValue())"
 	// +kubebuilder:validation:XValidation:message="label domain 'millwright.dev' is restricted",rule="self.all(k, !k.matches('^([^/]*[.])?millwright[.]dev/') || k in ['millwright.dev/nodepool', 'millwright.dev/capacity-type', 'millwright.dev/ec2nodeclass', 'millwright.dev/instance-category', 'millwright.dev/instance-family', 'millwright.dev/instance-generation', 'millwright.dev/instance-size', 'millwright.dev/instance-cpu', 'millwright.dev/instance-cpu-manufacturer', 'millwright.dev/instance-memory', 'millwright.dev/instance-hypervisor', 'millwright.dev/instance-encryption-in-transit-supported', 'millwright.dev/instance-local-nvme', 'millwright.dev/instance-network-bandwidth', 'millwright.dev/instance-ebs-bandwidth', 'millwright.dev/instance-gpu-name', 'millwright.dev/instance-gpu-manufacturer', 'millwright.dev/instance-gpu-count', 'millwright.dev/instance-gpu-memory', 'millwright.dev/instance-accelerator-name', 'millwright.dev/instance-accelerator-manufacturer', 'millwright.dev/instance-accelerator-count'])"
 	// +kubebuilder:validation:XValidation:message="label 'millwright.dev/nodepool' is restricted",rule="self.all(k, k != 'millwright.dev/nodepool')"
 	// +kubebuilder:validation:XValidation:message="label 'kubernetes.io/hostname' is restricted",rule="self.all(k, k != 'kubernetes.io/hostname')"
@@ -168,7 +168,7 @@ var SupportedRequirementOperators = []corev1.NodeSelectorOperator{
 // +kubebuilder:validation:XValidation:message="a requirement on millwright.dev/capacity-type with operator 'In' must allow 'spot' or 'on-demand'",rule="self.key != 'millwright.dev/capacity-type' || self.operator != 'In' || !has(self.values) || self.values.exists(v, v in ['spot', 'on-demand'])",fieldPath=".values"
 type NodeSelectorRequirementWithMinValues struct {
 	// Key is the node label the requirement is about.
-	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:XValidation:message="key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",rule="!format.qualifiedName().validate(self).hasValue()"
 	// +kubebuilder:validation:XValidation:message="label domain 'millwright.dev' is restricted",rule="!self.matches('^([^/]*[.])?millwright[.]dev/') || self in ['millwright.dev/nodepool', 'millwright.dev/capacity-type', 'millwright.dev/ec2nodeclass', 'millwright.dev/instance-category', 'millwright.dev/instance-family', 'millwright.dev/instance-generation', 'millwright.dev/instance-size', 'millwright.dev/instance-cpu', 'millwright.dev/instance-cpu-manufacturer', 'millwright.dev/instance-memory', 'millwright.dev/instance-hypervisor', 'millwright.dev/instance-encryption-in-transit-supported', 'millwright.dev/instance-local-nvme', 'millwright.dev/instance-network-bandwidth', 'millwright.dev/instance-ebs-bandwidth', 'millwright.dev/instance-gpu-name', 'millwright.dev/instance-gpu-manufacturer', 'millwright.dev/instance-gpu-count', 'millwright.dev/instance-gpu-memory', 'millwright.dev/instance-accelerator-name', 'millwright.dev/instance-accelerator-manufacturer', 'millwright.dev/instance-accelerator-count']"
 	// +kubebuilder:validation:XValidation:message="label 'millwright.dev/nodepool' is restricted",rule="self != 'millwright.dev/nodepool'"
@@ -301,7 +301,7 @@ type Budget struct {
 // Limits cap the sum of a pool's node capacity per resource; the "nodes"
 // key caps the node count.
 // +kubebuilder:validation:MaxProperties=64
-// +kubebuilder:validation:XValidation:message="limits must not be negative",rule="self.all(k, quantity(string(self[k])).sign() >= 0)"
+// +kubebuilder:validation:XValidation:message="limits must not be negative",rule="self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))"
 type Limits corev1.ResourceList
 
 // ResourceNodes is the Limits key for the number of nodes.

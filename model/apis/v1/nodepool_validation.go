@@ -20,18 +20,18 @@ import (
 
 // Limits of the CRD schema, repeated for the Go checks.
 const (
-	maxRequirements        = 100
-	maxRequirementValues   = 1000
-	maxRequirementKeyLen   = 316
-	maxTaints              = 50
-	maxTemplateLabels      = 100
-	maxBudgets             = 50
-	maxBudgetReasons       = 50
-	maxLimits              = 64
-	maxNodePoolNameLen     = 63
-	minValuesMin           = 1
-	minValuesMax           = 50
-	weightMin, weightMax   = 1, 100
+	maxRequirements      = 100
+	maxRequirementValues = 1000
+	maxRequirementKeyLen = 317
+	maxTaints            = 50
+	maxTemplateLabels    = 100
+	maxBudgets           = 50
+	maxBudgetReasons     = 50
+	maxLimits            = 64
+	maxNodePoolNameLen   = 63
+	minValuesMin         = 1
+	minValuesMax         = 50
+	weightMin, weightMax = 1, 100
 )
 
 var (
