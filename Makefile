@@ -36,6 +36,6 @@ demo: build
 
 ## tools: build (once, cached outside the repo) the Kubernetes control-plane binaries the tests use.
 tools:
-	@true
+	local/tools/build.sh
 
 ci-prereqs: tools
