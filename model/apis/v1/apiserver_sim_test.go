@@ -1,9 +1,11 @@
 package v1
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
@@ -80,7 +83,17 @@ func newAPIServerSim(t testing.TB, file string) *apiServerSim {
 	if len(internal.Spec.Versions) != 1 {
 		t.Fatalf("%s: expected one version, got %d", file, len(internal.Spec.Versions))
 	}
-	props := internal.Spec.Versions[0].Schema.OpenAPIV3Schema
+	// The internal form hoists a schema shared by all versions to
+	// spec.validation.
+	var props *apiextensionsinternal.JSONSchemaProps
+	switch {
+	case internal.Spec.Validation != nil:
+		props = internal.Spec.Validation.OpenAPIV3Schema
+	case internal.Spec.Versions[0].Schema != nil:
+		props = internal.Spec.Versions[0].Schema.OpenAPIV3Schema
+	default:
+		t.Fatalf("%s: no schema", file)
+	}
 	structural, err := structuralschema.NewStructural(props)
 	if err != nil {
 		t.Fatalf("%s: schema is not structural: %v", file, err)
@@ -104,8 +117,10 @@ func toUnstructured(t testing.TB, obj any) map[string]any {
 	if err != nil {
 		t.Fatalf("encoding %T: %v", obj, err)
 	}
+	// apimachinery's decoder, like the API server's, turns whole numbers into
+	// int64 (encoding/json would give float64, which CEL types differently).
 	u := map[string]any{}
-	if err := json.Unmarshal(data, &u); err != nil {
+	if err := utiljson.Unmarshal(data, &u); err != nil {
 		t.Fatalf("decoding %T as unstructured: %v", obj, err)
 	}
 	return u
@@ -136,7 +151,7 @@ func (s *apiServerSim) create(t testing.TB, obj any) field.ErrorList {
 	for _, e := range errs {
 		switch e.Type {
 		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
-			return errs
+			return append(errs, field.Invalid(nil, nil, celSkippedDetail))
 		}
 	}
 	celErrs, _ := s.cel.Validate(context.Background(), nil, s.structural, u, nil, celconfig.RuntimeCELCostBudget)
@@ -153,11 +168,26 @@ func (s *apiServerSim) update(t testing.TB, obj, old any) field.ErrorList {
 	return append(errs, celErrs...)
 }
 
+// celSkippedDetail is the API server's note that it skipped CEL rules after
+// a blocking schema error.
+const celSkippedDetail = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+
+// rootPath is how field.Path prints the path of the root object.
+var rootPath = (*field.Path)(nil).String()
+
+// mapKeyRE matches a non-numeric subscript: Go's field.Path writes a map
+// entry as labels[key], the OpenAPI validator as labels.key.
+var mapKeyRE = regexp.MustCompile(`\[([^\]]*[^0-9\]][^\]]*)\]`)
+
 // pathsAgree reports whether two field paths name the same place or one
 // contains the other. The API server reports a CEL rule at the node it is
 // declared on (e.g. a map), while Go may name the entry (map[key]).
+//
+// A rule on the root object (the NodePool name rule) is reported at "<nil>",
+// which contains every path.
 func pathsAgree(a, b string) bool {
-	if a == b {
+	a, b = mapKeyRE.ReplaceAllString(a, ".$1"), mapKeyRE.ReplaceAllString(b, ".$1")
+	if a == b || a == rootPath || b == rootPath {
 		return true
 	}
 	within := func(inner, outer string) bool {
@@ -184,4 +214,18 @@ func describe(errs field.ErrorList) string {
 		fmt.Fprintf(&b, "  %s\n", e.Error())
 	}
 	return b.String()
+}
+
+// equalJSON compares two objects by their JSON encoding.
+func equalJSON(t testing.TB, a, b any) bool {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(ja, jb)
 }

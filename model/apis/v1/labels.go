@@ -124,11 +124,11 @@ var restrictedLabelDomainRE = regexp.MustCompile(restrictedLabelDomainPattern)
 func RestrictedLabelReason(key string) string {
 	switch {
 	case key == LabelNodePool:
-		return fmt.Sprintf("label %q is restricted: Millwright sets it to the NodePool's name", LabelNodePool)
+		return fmt.Sprintf("label '%s' is restricted: Millwright sets it to the NodePool's name", LabelNodePool)
 	case key == corev1.LabelHostname:
-		return fmt.Sprintf("label %q is restricted: it is unique per node", corev1.LabelHostname)
+		return fmt.Sprintf("label '%s' is restricted: it is unique per node", corev1.LabelHostname)
 	case restrictedLabelDomainRE.MatchString(key) && !slices.Contains(WellKnownMillwrightLabels, key):
-		return fmt.Sprintf("label domain %q is restricted: use a well-known %s/ label or a label outside the domain", Group, Group)
+		return fmt.Sprintf("label domain '%s' is restricted: use a well-known %s/ label or a label outside the domain", Group, Group)
 	}
 	return ""
 }
