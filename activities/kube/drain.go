@@ -1,0 +1,318 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// evictionJitter spreads the retries of PDB-refused evictions by up to this
+// fraction of the backoff, so pods refused together do not retry together.
+const evictionJitter = 1.0
+
+// drainGroups are the eviction stages in order: workloads first, then the
+// node agents that serve them (DaemonSets), then what the node or cluster
+// cannot run without.
+var drainGroups = []activities.DrainStage{
+	activities.DrainStageEvictNonCritical,
+	activities.DrainStageEvictDaemonSet,
+	activities.DrainStageEvictCritical,
+}
+
+// Drain empties the Node: it taints it millwright.dev/disrupted:NoSchedule
+// and cordons it, then evicts its pods through the Eviction API one group at
+// a time — non-critical non-DaemonSet pods, then non-critical DaemonSet pods,
+// then critical ones (system-cluster-critical, system-node-critical) — moving
+// to the next group only once every pod of the previous one is gone. It
+// skips mirror pods (the kubelet owns them), terminal pods and pods that
+// tolerate the disrupted taint (they would be scheduled straight back).
+//
+// A PodDisruptionBudget refusal (429) is retried per pod with jittered
+// exponential backoff; a PDB is never overridden before req.Deadline. On a
+// voluntary drain, pods annotated millwright.dev/do-not-disrupt=true are not
+// evicted and are reported in DrainProgress.Blocked. When req.Deadline is
+// set, each remaining pod is deleted regardless of PDBs and do-not-disrupt
+// at Deadline minus its own termination grace period, with a grace period of
+// min(its own, time left) (at least 1s, so its kubelet still stops it), so
+// that every pod is gone by the Deadline.
+//
+// Drain heartbeats DrainProgress after every step and, when retried, resumes
+// from the last one: its counters carry over and the taint step only writes
+// if the taint or cordon went missing. It returns once no drainable pod is
+// left on the Node.
+func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (activities.DrainResponse, error) {
+	if req.NodeName == "" {
+		return activities.DrainResponse{}, invalidRequest(activities.DrainActivity, "nodeName", "empty")
+	}
+	logger := a.logger.With(zap.String("node", req.NodeName), zap.String("reason", req.Reason),
+		zap.Bool("voluntary", req.Voluntary))
+	progress := a.resumedProgress(ctx, logger)
+
+	if err := a.cordon(ctx, req, logger); err != nil {
+		return activities.DrainResponse{}, err
+	}
+	if progress.Stage == activities.DrainStageTaint {
+		progress.Stage = activities.DrainStageEvictNonCritical
+	}
+	heartbeat(ctx, progress)
+
+	drain := &nodeDrain{
+		Activities: a,
+		req:        req,
+		logger:     logger,
+		progress:   progress,
+		// The "fake" constructor is the one that takes an injected clock.
+		backoff: flowcontrol.NewFakeBackOffWithJitter(a.evictionRetryInitial, a.evictionRetryMax, a.clock, evictionJitter),
+	}
+	err := a.pollUntil(ctx, drain.step)
+	response := activities.DrainResponse{Evicted: drain.progress.Evicted, Deleted: drain.progress.Deleted}
+	if err != nil {
+		return response, err
+	}
+	logger.Info("Drained node", zap.Int("evicted", response.Evicted), zap.Int("deleted", response.Deleted))
+	return response, nil
+}
+
+// resumedProgress is the progress a previous attempt heartbeated, or the
+// start.
+func (a *Activities) resumedProgress(ctx context.Context, logger *zap.Logger) activities.DrainProgress {
+	start := activities.DrainProgress{Stage: activities.DrainStageTaint}
+	if !activity.IsActivity(ctx) || !activity.HasHeartbeatDetails(ctx) {
+		return start
+	}
+	var previous activities.DrainProgress
+	if err := activity.GetHeartbeatDetails(ctx, &previous); err != nil || previous.Stage == "" {
+		logger.Warn("Ignoring unreadable drain progress from the previous attempt", zap.Error(err))
+		return start
+	}
+	logger.Info("Resuming drain", zap.String("stage", string(previous.Stage)),
+		zap.Int("evicted", previous.Evicted), zap.Int("deleted", previous.Deleted))
+	return previous
+}
+
+// cordon puts the disrupted taint on the Node and marks it unschedulable,
+// writing only what is missing. A Node already gone is not an error: its
+// pods are still drained (the pod garbage collector would otherwise get to
+// them much later).
+func (a *Activities) cordon(ctx context.Context, req activities.DrainRequest, logger *zap.Logger) error {
+	node, changed, err := a.updateNode(ctx, req.NodeName, func(node *corev1.Node) {
+		node.Spec.Taints = addMissingTaints(node.Spec.Taints, disruptedTaint)
+		node.Spec.Unschedulable = true
+	})
+	if apierrors.IsNotFound(err) {
+		logger.Info("Node already gone; draining its remaining pods")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cordon node %s: %w", req.NodeName, err)
+	}
+	if changed {
+		logger.Info("Cordoned node", zap.String("taint", disruptedTaint.ToString()))
+		a.recordNodeEvent(ctx, node, "Draining", fmt.Sprintf("Draining node: %s", req.Reason))
+	}
+	return nil
+}
+
+// recordNodeEvent publishes a Normal Event about node. Events are best
+// effort: a failure is logged, never returned.
+func (a *Activities) recordNodeEvent(ctx context.Context, node *corev1.Node, reason, message string) {
+	now := metav1.NewTime(a.clock.Now())
+	event := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		},
+		Reason:              reason,
+		Message:             message,
+		Type:                corev1.EventTypeNormal,
+		Source:              corev1.EventSource{Component: "millwright"},
+		ReportingController: "millwright.dev/node-lifecycle",
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+	}
+	if _, err := a.clientset.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, event, metav1.CreateOptions{}); err != nil {
+		a.logger.Warn("Could not record event", zap.String("node", node.Name), zap.String("reason", reason), zap.Error(err))
+	}
+}
+
+// nodeDrain is one Drain execution's state between polls.
+type nodeDrain struct {
+	*Activities
+	req      activities.DrainRequest
+	logger   *zap.Logger
+	progress activities.DrainProgress
+	// backoff holds, per pod UID, when an eviction refused by a PDB may be
+	// tried again.
+	backoff *flowcontrol.Backoff
+}
+
+// step is one pass over the Node's pods: deadline deletions, then evictions
+// of the current group. It reports done when no drainable pod is left.
+func (d *nodeDrain) step(ctx context.Context) (bool, error) {
+	pods, err := d.podsOnNode(ctx, d.req.NodeName)
+	if err != nil {
+		return false, err
+	}
+	now := d.clock.Now()
+	groups := make([][]*corev1.Pod, len(drainGroups))
+	var blocked []string
+	allTerminating := true
+	remaining := 0
+	for i := range pods {
+		pod := &pods[i]
+		if isMirrorPod(pod) || isTerminal(pod) || toleratesDisruption(pod) || isStuckTerminating(pod, now) {
+			continue
+		}
+		remaining++
+		if deleted, err := d.deleteIfDue(ctx, pod, now); err != nil {
+			return false, err
+		} else if deleted {
+			continue // now terminating: it is waited for, not evicted
+		}
+		if pod.DeletionTimestamp == nil {
+			allTerminating = false
+		}
+		group := drainGroupOf(pod)
+		groups[group] = append(groups[group], pod)
+	}
+
+	switch {
+	case remaining == 0:
+		d.progress.Stage = activities.DrainStageDone
+		d.progress.Blocked = nil
+		heartbeat(ctx, d.progress)
+		return true, nil
+	case allTerminating:
+		d.progress.Stage = activities.DrainStageWaitForPodsTerminating
+	default:
+		for i, group := range groups {
+			if len(group) == 0 {
+				continue
+			}
+			d.progress.Stage = drainGroups[i]
+			blocked, err = d.evict(ctx, group, now)
+			if err != nil {
+				return false, err
+			}
+			break
+		}
+	}
+	d.progress.Blocked = blocked
+	heartbeat(ctx, d.progress)
+	return false, nil
+}
+
+// drainGroupOf is the index in drainGroups of the stage that evicts pod.
+func drainGroupOf(pod *corev1.Pod) int {
+	switch {
+	case isCritical(pod):
+		return 2
+	case isDaemonSetPod(pod):
+		return 1
+	default:
+		return 0
+	}
+}
+
+// evict asks the Eviction API to evict each pod of group not already
+// terminating, and returns the pods whose eviction is refused.
+func (d *nodeDrain) evict(ctx context.Context, group []*corev1.Pod, now time.Time) ([]string, error) {
+	var blocked []string
+	for _, pod := range group {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		key := podKey(pod)
+		uid := string(pod.UID)
+		if d.req.Voluntary && hasDoNotDisrupt(pod) {
+			blocked = append(blocked, key+" ("+activities.DoNotDisruptAnnotation+")")
+			continue
+		}
+		if d.backoff.IsInBackOffSinceUpdate(uid, now) {
+			blocked = append(blocked, key+" (PodDisruptionBudget, retrying)")
+			continue
+		}
+		err := d.clientset.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
+		})
+		switch {
+		case err == nil:
+			d.backoff.DeleteEntry(uid)
+			d.progress.Evicted++
+			d.logger.Info("Evicted pod", zap.String("pod", key), zap.String("stage", string(d.progress.Stage)))
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone already, or a different pod under the same name now (the
+			// UID precondition failed): the next list shows what is left.
+			d.backoff.DeleteEntry(uid)
+		case apierrors.IsTooManyRequests(err):
+			// The PDB allows no disruption now; the API server did not
+			// touch the pod. Try this pod again after its backoff.
+			d.backoff.Next(uid, now)
+			blocked = append(blocked, key+" (PodDisruptionBudget)")
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			// Retrying will not help until someone fixes RBAC; fail the
+			// attempt so it is visible in the workflow.
+			return nil, fmt.Errorf("evict pod %s: %w", key, err)
+		default:
+			// E.g. 500 "pod matches multiple PDBs": retried like a refusal,
+			// and reported so a human can see why the drain is stuck.
+			d.backoff.Next(uid, now)
+			blocked = append(blocked, fmt.Sprintf("%s (eviction failed: %v)", key, err))
+			d.logger.Warn("Eviction failed", zap.String("pod", key), zap.Error(err))
+		}
+	}
+	return blocked, nil
+}
+
+// deleteIfDue deletes pod, ignoring PDBs and do-not-disrupt, once the
+// drain's deadline is less than the pod's grace period away, with grace
+// min(its own, time left), at least 1s. A pod already terminating in time is
+// left alone.
+func (d *nodeDrain) deleteIfDue(ctx context.Context, pod *corev1.Pod, now time.Time) (bool, error) {
+	if d.req.Deadline.IsZero() {
+		return false, nil
+	}
+	ownGrace := podGracePeriod(pod)
+	if now.Before(d.req.Deadline.Add(-ownGrace)) {
+		return false, nil
+	}
+	if pod.DeletionTimestamp != nil && !pod.DeletionTimestamp.After(d.req.Deadline) {
+		return false, nil
+	}
+	grace := min(ownGrace, d.req.Deadline.Sub(now))
+	// Whole seconds, rounded up, at least 1: 0 would remove the pod from
+	// the API at once while its containers keep running on the kubelet.
+	seconds := max(int64(math.Ceil(grace.Seconds())), 1)
+	err := d.clientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &seconds,
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete pod %s past the drain deadline: %w", podKey(pod), err)
+	}
+	if pod.DeletionTimestamp == nil {
+		d.progress.Deleted++
+	}
+	d.logger.Info("Deleted pod past the drain deadline", zap.String("pod", podKey(pod)),
+		zap.Int64("gracePeriodSeconds", seconds), zap.Time("deadline", d.req.Deadline))
+	return true, nil
+}

@@ -1,0 +1,224 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Defaults for Config's optional fields.
+const (
+	DefaultPollInterval         = 2 * time.Second
+	DefaultEvictionRetryInitial = time.Second
+	DefaultEvictionRetryMax     = 30 * time.Second
+)
+
+// Config is what the Kubernetes activities need.
+type Config struct {
+	// Clientset reads and writes Nodes, Pods and Evictions. Required.
+	Clientset kubernetes.Interface
+	// Dynamic reads NodePools (millwright.dev/v1), which have no typed
+	// clientset. Required: AllowDisruption needs it.
+	Dynamic dynamic.Interface
+	// Clock decides deadlines, budget windows and poll ticks. Default: the
+	// real clock.
+	Clock clock.WithTicker
+	// Logger receives one line per change the activities make to the
+	// cluster. Default: no logging.
+	Logger *zap.Logger
+	// PollInterval is how often a waiting activity re-checks the cluster
+	// (and heartbeats). Default DefaultPollInterval.
+	PollInterval time.Duration
+	// EvictionRetryInitial and EvictionRetryMax bound the jittered
+	// exponential backoff between evictions of one pod refused by a
+	// PodDisruptionBudget. Defaults DefaultEvictionRetryInitial and
+	// DefaultEvictionRetryMax.
+	EvictionRetryInitial time.Duration
+	EvictionRetryMax     time.Duration
+}
+
+// InvalidConfigError names the Config field that makes it unusable.
+type InvalidConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidConfigError) Error() string {
+	return fmt.Sprintf("kube activities config: %s: %s", e.Field, e.Reason)
+}
+
+// IsInvalidConfig reports whether err is an InvalidConfigError.
+func IsInvalidConfig(err error) bool {
+	var target *InvalidConfigError
+	return errors.As(err, &target)
+}
+
+// Activities implements the Kubernetes activities of activities.NodeActivities:
+// WaitForRegistration, RegisterNode, WaitForInitialization, AllowDisruption,
+// Drain and DeleteNode. It is safe for concurrent use by many activity
+// executions; Close stops its Node cache.
+type Activities struct {
+	clientset            kubernetes.Interface
+	dynamic              dynamic.Interface
+	clock                clock.WithTicker
+	logger               *zap.Logger
+	pollInterval         time.Duration
+	evictionRetryInitial time.Duration
+	evictionRetryMax     time.Duration
+
+	// nodes is a shared Node informer indexed by spec.providerID. It is
+	// started on first use, so a worker that never runs a waiting activity
+	// never watches Nodes, and every waiting activity of the process shares
+	// one watch instead of listing all Nodes on each poll.
+	nodes     cache.SharedIndexInformer
+	startOnce sync.Once
+	stop      chan struct{}
+	stopOnce  sync.Once
+}
+
+// New checks cfg and returns the activities. Nothing talks to the API server
+// until an activity runs.
+func New(cfg Config) (*Activities, error) {
+	if cfg.Clientset == nil {
+		return nil, &InvalidConfigError{Field: "Clientset", Reason: "required"}
+	}
+	if cfg.Dynamic == nil {
+		return nil, &InvalidConfigError{Field: "Dynamic", Reason: "required: NodePools are read through the dynamic client"}
+	}
+	if cfg.PollInterval < 0 {
+		return nil, &InvalidConfigError{Field: "PollInterval", Reason: fmt.Sprintf("%s is negative", cfg.PollInterval)}
+	}
+	if cfg.EvictionRetryInitial < 0 || cfg.EvictionRetryMax < 0 {
+		return nil, &InvalidConfigError{Field: "EvictionRetryInitial/EvictionRetryMax", Reason: "must not be negative"}
+	}
+	a := &Activities{
+		clientset:            cfg.Clientset,
+		dynamic:              cfg.Dynamic,
+		clock:                cfg.Clock,
+		logger:               cfg.Logger,
+		pollInterval:         cfg.PollInterval,
+		evictionRetryInitial: cfg.EvictionRetryInitial,
+		evictionRetryMax:     cfg.EvictionRetryMax,
+		stop:                 make(chan struct{}),
+	}
+	if a.clock == nil {
+		a.clock = clock.RealClock{}
+	}
+	if a.logger == nil {
+		a.logger = zap.NewNop()
+	}
+	if a.pollInterval == 0 {
+		a.pollInterval = DefaultPollInterval
+	}
+	if a.evictionRetryInitial == 0 {
+		a.evictionRetryInitial = DefaultEvictionRetryInitial
+	}
+	if a.evictionRetryMax == 0 {
+		a.evictionRetryMax = DefaultEvictionRetryMax
+	}
+	if a.evictionRetryMax < a.evictionRetryInitial {
+		return nil, &InvalidConfigError{Field: "EvictionRetryMax", Reason: fmt.Sprintf("%s is below EvictionRetryInitial %s", a.evictionRetryMax, a.evictionRetryInitial)}
+	}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Clientset, 0, informers.WithTransform(trimNode))
+	a.nodes = factory.Core().V1().Nodes().Informer()
+	if err := a.nodes.AddIndexers(cache.Indexers{providerIDIndex: indexByProviderID}); err != nil {
+		return nil, fmt.Errorf("kube activities: index Nodes by providerID: %w", err)
+	}
+	return a, nil
+}
+
+// Close stops the Node cache. Activities must not run after Close.
+func (a *Activities) Close() {
+	a.stopOnce.Do(func() { close(a.stop) })
+}
+
+// providerIDIndex indexes the Node cache by spec.providerID, which the API
+// server cannot select on (it is not a field selector for Nodes).
+const providerIDIndex = "spec.providerID"
+
+func indexByProviderID(obj any) ([]string, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok || node.Spec.ProviderID == "" {
+		return nil, nil
+	}
+	return []string{node.Spec.ProviderID}, nil
+}
+
+// trimNode drops what the activities never read from cached Nodes: managed
+// fields and the image list are most of a Node's size on a busy cluster.
+func trimNode(obj any) (any, error) {
+	if node, ok := obj.(*corev1.Node); ok {
+		node.ManagedFields = nil
+		node.Status.Images = nil
+	}
+	return obj, nil
+}
+
+// nodeCache starts the shared Node informer on first use and waits until it
+// has synced (or ctx ends).
+func (a *Activities) nodeCache(ctx context.Context) (cache.Indexer, error) {
+	// The informer lives as long as the activities, not as long as the
+	// activity that happened to start it.
+	a.startOnce.Do(func() { go a.nodes.RunWithContext(wait.ContextForChannel(a.stop)) })
+	if !cache.WaitForCacheSync(ctx.Done(), a.nodes.HasSynced) {
+		return nil, fmt.Errorf("node cache did not sync: %w", context.Cause(ctx))
+	}
+	return a.nodes.GetIndexer(), nil
+}
+
+// cachedNode returns the cached Node called name, or nil.
+func cachedNode(indexer cache.Indexer, name string) (*corev1.Node, error) {
+	obj, exists, err := indexer.GetByKey(name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, fmt.Errorf("node cache holds a %T under %q", obj, name)
+	}
+	return node, nil
+}
+
+// heartbeat records details when ctx belongs to a Temporal activity; the
+// methods may also be called outside one (tools, the starter CLI).
+func heartbeat(ctx context.Context, details ...any) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
+	}
+}
+
+// pollUntil calls check now and then every PollInterval of the injected
+// clock until it reports done, fails, or ctx ends.
+func (a *Activities) pollUntil(ctx context.Context, check func(ctx context.Context) (done bool, err error)) error {
+	ticker := a.clock.NewTicker(a.pollInterval)
+	defer ticker.Stop()
+	for {
+		done, err := check(ctx)
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ticker.C():
+		}
+	}
+}
+
+// passed reports whether a set deadline is at or before now.
+func passed(deadline, now time.Time) bool {
+	return !deadline.IsZero() && !now.Before(deadline)
+}
