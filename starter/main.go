@@ -19,7 +19,8 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-	// Subcommands are added here, one per file.
+		// Subcommands are added here, one per file.
+		newPlanCommand(),
 	)
 	return root
 }

@@ -1,0 +1,195 @@
+package packer
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// finalize right-sizes every planned node (the cheapest launch in the same
+// pool and zone that still hosts its pods) and lists its launch options.
+func (p *packer) finalize() {
+	resizable := true
+	for _, k := range p.keys {
+		if !k.hostname && k.name != scheduling.LabelZone {
+			resizable = false // a type or capacity-type label is a topology domain
+		}
+	}
+	for _, n := range p.nodes {
+		if n.existing || len(n.pods) == 0 {
+			continue
+		}
+		opts := p.launchOptions(n, MaxInstanceTypeOptions)
+		if len(opts) == 0 {
+			continue // cannot happen: the node's own launch always qualifies
+		}
+		if resizable && (opts[0].pt != int32(n.pt) || opts[0].slot != int32(n.slot)) {
+			u := p.pools[p.pts[n.pt].pool].usage
+			u.used = u.used.Sub(p.pts[n.pt].it.Capacity).Add(p.pts[opts[0].pt].it.Capacity)
+			n.pt, n.slot = int(opts[0].pt), int(opts[0].slot)
+			n.free = p.pts[n.pt].alloc[n.slot].Sub(n.podReq)
+		}
+		n.options = opts
+	}
+}
+
+// launchOptions lists the launches in n's pool and zone that suit every pod
+// on n, fit them after DaemonSets and stay within the pool's limits,
+// cheapest first, with the capacity-type rule applied across them (spot
+// preferred; spot priced above the cheapest on-demand option dropped).
+func (p *packer) launchOptions(n *node, limit int) []candidate {
+	cur := p.pts[n.pt]
+	pl := p.pools[cur.pool]
+	zone := p.slotZone(n.slot)
+	feasible := func(pti int32, s int) bool {
+		pt := p.pts[pti]
+		bit := uint64(1) << s
+		for _, ci := range n.classes {
+			if p.classes[ci].mask[pti]&bit == 0 {
+				return false
+			}
+		}
+		if !n.podReq.Fits(pt.alloc[s]) {
+			return false
+		}
+		if pl.hasLims && pti != int32(n.pt) {
+			u := pl.usage
+			capDelta := pt.it.Capacity.Sub(cur.it.Capacity)
+			for i, on := range u.limited {
+				if on && u.used[i]+capDelta[i] > u.limits[i] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	spotSlot := p.slotOf(zone, scheduling.CapacityTypeSpot)
+	var others []candidate // on-demand and any other capacity type
+	for ci, ct := range p.cts {
+		if ct == scheduling.CapacityTypeSpot {
+			continue
+		}
+		s := p.zoneIdx[zone]*len(p.cts) + ci
+		found := 0
+		for _, pti := range p.byPrice[pl.idx][s] {
+			if feasible(pti, s) {
+				others = append(others, candidate{pt: pti, slot: int32(s), price: p.pts[pti].price[s]})
+				if found++; found == limit {
+					break
+				}
+			}
+		}
+	}
+	sort.SliceStable(others, func(i, j int) bool { return others[i].price < others[j].price })
+	cheapestOther := -1.0
+	if len(others) > 0 {
+		cheapestOther = others[0].price
+	}
+	var spot []candidate
+	for _, pti := range p.byPrice[pl.idx][spotSlot] {
+		price := p.pts[pti].price[spotSlot]
+		if cheapestOther >= 0 && price > cheapestOther {
+			break
+		}
+		if feasible(pti, spotSlot) {
+			spot = append(spot, candidate{pt: pti, slot: int32(spotSlot), price: price})
+			if len(spot) == limit {
+				break
+			}
+		}
+	}
+	if len(spot) > 0 {
+		return spot
+	}
+	if len(others) > limit {
+		others = others[:limit]
+	}
+	return others
+}
+
+func (p *packer) result() Result {
+	var r Result
+	for _, n := range p.nodes[:p.nExisting] {
+		for _, i := range n.pods {
+			r.Placements = append(r.Placements, Placement{Pod: p.in.Pods[i], Node: n.name})
+		}
+	}
+	labelCache := map[[2]int]map[string]string{}
+	for _, n := range p.nodes[p.nExisting:] {
+		if len(n.pods) == 0 {
+			continue
+		}
+		pt := p.pts[n.pt]
+		pl := p.pools[pt.pool]
+		zone, ct := p.slotZone(n.slot), p.slotCT(n.slot)
+		key := [2]int{n.pt, n.slot}
+		labels, ok := labelCache[key]
+		if !ok {
+			labels = make(map[string]string, len(pt.labels)+2)
+			for k, v := range pt.labels {
+				labels[k] = v
+			}
+			labels[scheduling.LabelZone] = zone
+			labels[scheduling.LabelCapacityType] = ct
+			labels = scheduling.WithAliases(labels)
+			labelCache[key] = labels
+		}
+		plan := NodePlan{
+			Name:          fmt.Sprintf("new-node-%d", len(r.NewNodes)+1),
+			NodePool:      pl.name,
+			InstanceType:  pt.it.Name,
+			Zone:          zone,
+			CapacityType:  ct,
+			Price:         pt.price[n.slot],
+			Zones:         []string{zone},
+			Labels:        maps.Clone(labels),
+			Taints:        append([]corev1.Taint(nil), pl.taints...),
+			StartupTaints: append([]corev1.Taint(nil), pl.spec.StartupTaints...),
+			Requests:      n.podReq,
+		}
+		cts := map[string]bool{}
+		for _, o := range n.options {
+			oct := p.slotCT(int(o.slot))
+			plan.Options = append(plan.Options, InstanceTypeOption{InstanceType: p.pts[o.pt].it.Name, CapacityType: oct, Price: o.price})
+			cts[oct] = true
+		}
+		for _, c := range p.cts {
+			if cts[c] {
+				plan.CapacityTypes = append(plan.CapacityTypes, c)
+			}
+		}
+		for _, i := range n.pods {
+			plan.Pods = append(plan.Pods, p.in.Pods[i])
+		}
+		for _, ds := range p.daemonSets {
+			if ds.mask[pt.idx]&(1<<n.slot) != 0 {
+				plan.DaemonSetPods = append(plan.DaemonSetPods, ds.pod)
+				plan.Requests = plan.Requests.Add(ds.req)
+			}
+		}
+		r.NewNodes = append(r.NewNodes, plan)
+	}
+	type pending struct {
+		idx    int
+		reason string
+	}
+	var un []pending
+	for _, c := range p.classes {
+		if c.pending() == 0 {
+			continue
+		}
+		reason := p.diagnose(c)
+		for _, i := range c.pods[c.next:] {
+			un = append(un, pending{i, reason})
+		}
+	}
+	sort.Slice(un, func(i, j int) bool { return un[i].idx < un[j].idx })
+	for _, u := range un {
+		r.Unschedulable = append(r.Unschedulable, Unschedulable{Pod: p.in.Pods[u.idx], Reason: u.reason})
+	}
+	return r
+}
