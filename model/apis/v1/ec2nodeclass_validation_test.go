@@ -152,9 +152,9 @@ func validEC2NodeClasses() map[string]*EC2NodeClass {
 				nc.Spec.DetailedMonitoring = new(true)
 			}).build(),
 		"custom family with an alias": anEC2NodeClass().withAMIFamily(AMIFamilyCustom).build(),
-		"AMIs by name and owner": anEC2NodeClass().withAMIFamily(AMIFamilyAL2).withAMITerms(AMISelectorTerm{Name: "amazon-eks-node-*", Owner: "amazon"}, AMISelectorTerm{ID: "ami-0123"}).build(),
-		"bottlerocket alias":     anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "bottlerocket@v1.20.0"}).withAMIFamily(AMIFamilyBottlerocket).build(),
-		"64Ti volume":            anEC2NodeClass().withBlockDevice(rootVolume("64Ti")).build(),
+		"AMIs by name and owner":      anEC2NodeClass().withAMIFamily(AMIFamilyAL2).withAMITerms(AMISelectorTerm{Name: "amazon-eks-node-*", Owner: "amazon"}, AMISelectorTerm{ID: "ami-0123"}).build(),
+		"bottlerocket alias":          anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "bottlerocket@v1.20.0"}).withAMIFamily(AMIFamilyBottlerocket).build(),
+		"64Ti volume":                 anEC2NodeClass().withBlockDevice(rootVolume("64Ti")).build(),
 	}
 }
 

@@ -282,10 +282,11 @@ type Budget struct {
 	// +listType=set
 	Reasons []DisruptionReason `json:"reasons,omitempty"`
 	// Nodes is the cap: a count ("5") or a percentage of the pool's nodes
-	// ("10%", rounded up).
+	// ("10%", rounded up). Unset means 10%.
 	// +kubebuilder:validation:Pattern:="^((100|[0-9]{1,2})%|[0-9]+)$"
 	// +kubebuilder:default:="10%"
-	Nodes string `json:"nodes"`
+	// +optional
+	Nodes string `json:"nodes,omitempty"`
 	// Schedule is when the budget's window opens, in cron syntax (UTC, five
 	// fields or a macro such as @daily). Unset means always active.
 	// +kubebuilder:validation:Pattern:=`^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$`

@@ -169,8 +169,8 @@ func (b *Budget) AllowedDisruptions(now time.Time, numNodes int) (int, error) {
 }
 
 // IsActive reports whether now falls in the budget's window: always for a
-// budget without a schedule, else when the last schedule hit (UTC) is at
-// most duration ago.
+// budget without a schedule, else when the last schedule hit (UTC) is less
+// than duration ago, i.e. the window is [hit, hit+duration).
 func (b *Budget) IsActive(now time.Time) (bool, error) {
 	if b.Schedule == nil && b.Duration == nil {
 		return true, nil
@@ -186,7 +186,7 @@ func (b *Budget) IsActive(now time.Time) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("duration: %w", err)
 	}
-	// The window is open iff some schedule hit lies in [now-window, now]:
+	// The window is open iff some schedule hit lies in (now-window, now]:
 	// the first hit after now-window must not be after now.
 	now = now.UTC()
 	return !schedule.Next(now.Add(-window)).After(now), nil
