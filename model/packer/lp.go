@@ -1,6 +1,11 @@
 package packer
 
-import "math"
+import (
+	"fmt"
+	"math"
+
+	"github.com/millwright/millwright/model/scheduling"
+)
 
 // coverLP solves the covering linear program
 //
@@ -147,4 +152,58 @@ func coverLP(prices []float64, cols [][]float64, b []float64) (obj float64, dual
 		duals[i] = math.Max(0, y[i]/b[i])
 	}
 	return obj, duals, true
+}
+
+// LowerBound returns the LP-relaxation lower bound on what launching nodes
+// for the input's pods costs per hour: min Σ price·x subject to
+// Σ allocatable·x ≥ the pods' total requests (cpu, memory, pods and any
+// other resource they request), x ≥ 0, over every pool type at its
+// cheapest available offering. It ignores every constraint but resources
+// (and lets one node's cpu serve another's memory), so real plans cost
+// more; it measures how close a plan is to the ideal.
+func LowerBound(in Input) (float64, error) {
+	p, err := newPacker(in)
+	if err != nil {
+		return 0, err
+	}
+	var demand scheduling.Resources
+	for _, c := range p.classes {
+		if c.err == nil {
+			demand = demand.Add(c.req.Scale(int64(len(c.pods))))
+		}
+	}
+	var dims []int
+	for d, v := range demand {
+		if v > 0 {
+			dims = append(dims, d)
+		}
+	}
+	var prices []float64
+	var cols [][]float64
+	for _, pt := range p.pts {
+		best := -1
+		for s := 0; s < p.nSlots; s++ {
+			if pt.offered&(1<<s) != 0 && (best < 0 || pt.price[s] < pt.price[best]) {
+				best = s
+			}
+		}
+		if best < 0 || pt.price[best] <= 0 {
+			continue
+		}
+		col := make([]float64, len(dims))
+		for i, d := range dims {
+			col[i] = float64(max(0, pt.it.Allocatable[d]))
+		}
+		prices = append(prices, pt.price[best])
+		cols = append(cols, col)
+	}
+	b := make([]float64, len(dims))
+	for i, d := range dims {
+		b[i] = float64(demand[d])
+	}
+	obj, _, ok := coverLP(prices, cols, b)
+	if !ok {
+		return 0, fmt.Errorf("lower bound: some requested resource is offered by no instance type")
+	}
+	return obj, nil
 }

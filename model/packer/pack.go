@@ -120,6 +120,13 @@ func (p *packer) run() {
 		return a.idx < b.idx
 	})
 	for p.level = 0; p.level <= 1; p.level++ {
+		// Room on nodes that exist (or are already planned) costs nothing:
+		// use it before a new node's fill pulls pods away.
+		for _, c := range order {
+			if c.pending() > 0 {
+				p.placeOnNodes(c)
+			}
+		}
 		for progress := true; progress; {
 			progress = false
 			for _, c := range order {
