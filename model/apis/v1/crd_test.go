@@ -6,6 +6,12 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/millwright/millwright/deploy/crds"
 )
@@ -151,5 +157,53 @@ func TestCRDWellKnownLabelListsMatchGo(t *testing.T) {
 		if !slices.Equal(got, wantSorted) {
 			t.Errorf("%s: CEL allow-list\n  %q\nwant\n  %q", path, got, wantSorted)
 		}
+	}
+}
+
+// minimumKubernetesVersion is the oldest API server whose CEL environment
+// has every library the rules use (format.* arrived in 1.31, quantity in
+// 1.28).
+var minimumKubernetesVersion = version.MajorMinor(1, 31)
+
+// Each CEL rule compiles, within the per-rule cost limit, in the CEL
+// environment of the oldest supported Kubernetes, not only the one this
+// module's apiextensions-apiserver version ships.
+func TestCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
+	envSet := environment.MustBaseEnvSet(minimumKubernetesVersion)
+	for _, file := range []string{crds.NodePoolFile, crds.EC2NodeClassFile} {
+		t.Run(file, func(t *testing.T) {
+			sim := newAPIServerSim(t, file)
+			compiled := 0
+			var walk func(s *structuralschema.Structural, path string, root bool)
+			walk = func(s *structuralschema.Structural, path string, root bool) {
+				if s == nil {
+					return
+				}
+				if len(s.XValidations) > 0 {
+					results, err := cel.Compile(s, model.SchemaDeclType(s, root), celconfig.PerCallLimit, envSet, cel.NewExpressionsEnvLoader())
+					if err != nil {
+						t.Fatalf("%s: %v", path, err)
+					}
+					for i, r := range results {
+						compiled++
+						if r.Error != nil {
+							t.Errorf("%s rule %d (%s) does not compile on Kubernetes %s: %v", path, i, s.XValidations[i].Rule, minimumKubernetesVersion, r.Error)
+						}
+					}
+				}
+				for name, child := range s.Properties {
+					walk(&child, path+"."+name, false)
+				}
+				walk(s.Items, path+"[]", false)
+				if s.AdditionalProperties != nil {
+					walk(s.AdditionalProperties.Structural, path+"{}", false)
+				}
+			}
+			walk(sim.structural, "", true)
+			if compiled == 0 {
+				t.Fatal("found no CEL rules")
+			}
+			t.Logf("%d rules compile on Kubernetes %s", compiled, minimumKubernetesVersion)
+		})
 	}
 }

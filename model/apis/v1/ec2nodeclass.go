@@ -351,9 +351,11 @@ type BlockDevice struct {
 	// Throughput in MiB/s for gp3 volumes.
 	// +optional
 	Throughput *int64 `json:"throughput,omitempty"`
+	// Karpenter spells the size range as one long pattern; ours is a unit
+	// pattern plus a bound, which the Go check can state identically.
+
 	// VolumeSize in whole Gi, G, Ti or T ("100Gi"), at most 64Ti (the EBS
-	// maximum). Karpenter spells the range as one long pattern; ours is a
-	// unit pattern plus a bound, which the Go check can state identically.
+	// maximum).
 	// +kubebuilder:validation:Pattern:="^[1-9][0-9]{0,5}(Gi|G|Ti|T)$"
 	// +kubebuilder:validation:XValidation:message="volumeSize must be at most 64Ti",rule="!isQuantity(self) || quantity(self).compareTo(quantity('64Ti')) <= 0"
 	// +kubebuilder:validation:MaxLength=16

@@ -81,10 +81,12 @@ type NodeClaimTemplate struct {
 
 // TemplateMetadata is the part of object metadata a template may set.
 type TemplateMetadata struct {
+	// Label values are checked by a schema pattern crdpatch adds: markers
+	// cannot reach map values.
+
 	// Labels are put on every node the pool launches. Keys in the
 	// millwright.dev domain are reserved except the well-known ones, and
 	// kubernetes.io/hostname and millwright.dev/nodepool are never allowed.
-	// (Values are checked by a schema pattern crdpatch adds.)
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:message="label keys must be qualified names: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",rule="self.all(k, !format.qualifiedName().validate(k).hasValue())"
 	// +kubebuilder:validation:XValidation:message="label domain 'millwright.dev' is restricted",rule="self.all(k, !k.matches('^([^/]*[.])?millwright[.]dev/') || k in ['millwright.dev/nodepool', 'millwright.dev/capacity-type', 'millwright.dev/ec2nodeclass', 'millwright.dev/instance-category', 'millwright.dev/instance-family', 'millwright.dev/instance-generation', 'millwright.dev/instance-size', 'millwright.dev/instance-cpu', 'millwright.dev/instance-cpu-manufacturer', 'millwright.dev/instance-memory', 'millwright.dev/instance-hypervisor', 'millwright.dev/instance-encryption-in-transit-supported', 'millwright.dev/instance-local-nvme', 'millwright.dev/instance-network-bandwidth', 'millwright.dev/instance-ebs-bandwidth', 'millwright.dev/instance-gpu-name', 'millwright.dev/instance-gpu-manufacturer', 'millwright.dev/instance-gpu-count', 'millwright.dev/instance-gpu-memory', 'millwright.dev/instance-accelerator-name', 'millwright.dev/instance-accelerator-manufacturer', 'millwright.dev/instance-accelerator-count'])"
