@@ -15,8 +15,9 @@ import (
 
 // Every check here has a twin in the CRD (an OpenAPI keyword or a CEL rule
 // on the same field) unless its comment says "Go only". The twins are kept in
-// step by crd_agreement_test.go, which runs the generated CRD's schema and
-// CEL rules on the same objects.
+// step by TestNodePoolCRDAgreesWithValidate and
+// TestEC2NodeClassCRDAgreesWithValidate, which run the generated CRD's schema
+// and CEL rules, as the API server does, on the same objects.
 
 // Limits of the CRD schema, repeated for the Go checks.
 const (
