@@ -1,0 +1,28 @@
+// Package awsemu owns the emulated AWS account Millwright runs against on one
+// machine: EC2 over the Query protocol and SQS over the JSON protocol, served
+// on one HTTP server that the real aws-sdk-go-v2 clients reach through
+// endpoint configuration alone (BaseEndpoint or AWS_ENDPOINT_URL, static
+// credentials). Nothing in the product changes to use it.
+//
+// What it holds, in memory: instances and their lifecycle (pending → running
+// → shutting-down → terminated, on an injected clock), launch templates,
+// instant fleets with allocation strategies, ClientToken idempotency, the
+// account's fixed world (zones, a VPC with one subnet per zone, security
+// groups, EKS AL2023 AMIs, catalog instance types, simulated spot prices), and
+// the SQS queues events are delivered to.
+//
+// It also plays the parts of the system around an instance: when an instance
+// runs it registers the Node its kubelet would (through a NodeRegistrar),
+// reading labels and taints from the nodeadm userData; after termination it
+// deletes the Node as the cloud controller manager would; and it sends the
+// EventBridge events EC2 and AWS Health send (spot interruption warnings,
+// rebalance recommendations, scheduled changes, state changes).
+//
+// Faults are injected through Go methods or the admin HTTP API under
+// /_admin/ (see AdminPathPrefix and AdminClient): throttling, insufficient
+// capacity per pool, interruptions. State can be dumped (State) so tests
+// check that nothing leaked.
+//
+// It must not be imported by production code paths: the product only ever
+// sees it as an AWS endpoint.
+package awsemu

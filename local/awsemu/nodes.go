@@ -1,0 +1,258 @@
+package awsemu
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/millwright/millwright/local/awsemu/nodeadm"
+	"github.com/millwright/millwright/model/catalog"
+)
+
+// NodeRegistrar is what a booted instance's kubelet and the cloud controller
+// manager do to the cluster: create the instance's Node when it runs, delete
+// it after the instance is gone.
+type NodeRegistrar interface {
+	// Register creates the Node. A Node of that name with the same provider
+	// ID already existing is success (a kubelet re-registering).
+	Register(ctx context.Context, node *corev1.Node) error
+	// Deregister deletes the Node; a missing Node is success. A Node with
+	// finalizers is only marked for deletion, as in a real cluster.
+	Deregister(ctx context.Context, name string) error
+}
+
+// Labels and annotations the emulator puts on Nodes.
+const (
+	// LabelCapacityType is Millwright's capacity-type label (spot|on-demand).
+	LabelCapacityType = "millwright.dev/capacity-type"
+	// LabelZoneID is the AWS zone id (use1-az1).
+	LabelZoneID = "topology.k8s.aws/zone-id"
+	// AnnotationKwokNode makes the kwok controller play the Node's kubelet.
+	AnnotationKwokNode = "kwok.x-k8s.io/node"
+)
+
+// NodeResources turns an instance type (and the kubelet's max pods) into the
+// Node's capacity and allocatable. It is a variable so the catalog's own rule
+// can replace it once model/catalog provides one; until then it follows the
+// EKS AL2023 defaults (below).
+var NodeResources = eksNodeResources
+
+// eksNodeResources follows what an AL2023 kubelet on EKS reports: memory net
+// of the hypervisor's share (7.5%, as Karpenter assumes), a 20Gi root volume,
+// kube-reserved CPU on the 6/1/0.5/0.25% ladder and 11Mi per pod + 255Mi
+// memory, eviction at 100Mi memory and 10% of the root volume.
+func eksNodeResources(it catalog.InstanceTypeSpec, maxPods int) (capacity, allocatable corev1.ResourceList) {
+	memMi := it.MemoryMiB - it.MemoryMiB*75/1000
+	storage := resource.MustParse("20Gi")
+	capacity = corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(it.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(memMi*1024*1024, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: storage,
+	}
+	if it.GPU.Count > 0 && it.GPU.Resource != "" {
+		capacity[corev1.ResourceName(it.GPU.Resource)] = *resource.NewQuantity(int64(it.GPU.Count), resource.DecimalSI)
+	}
+
+	reservedCPU := 0.0 // millicores
+	for core := 1; core <= it.VCPU; core++ {
+		switch {
+		case core == 1:
+			reservedCPU += 60
+		case core == 2:
+			reservedCPU += 10
+		case core <= 4:
+			reservedCPU += 5
+		default:
+			reservedCPU += 2.5
+		}
+	}
+	reservedMemMi := int64(11*maxPods+255) + 100 // kube-reserved + eviction
+	allocatable = capacity.DeepCopy()
+	allocatable[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(it.VCPU)*1000-int64(reservedCPU), resource.DecimalSI)
+	allocatable[corev1.ResourceMemory] = *resource.NewQuantity(max(0, memMi-reservedMemMi)*1024*1024, resource.BinarySI)
+	// 1Gi kube-reserved + 10% eviction threshold of 20Gi.
+	allocatable[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(storage.Value()*9/10-1<<30, resource.BinarySI)
+	return capacity, allocatable
+}
+
+// nodeForInstanceLocked builds the Node a kubelet on inst would register,
+// reading the labels, taints and max pods its userData asks for.
+func (e *Emulator) nodeForInstanceLocked(inst *instance) (*corev1.Node, error) {
+	var cfg *nodeadm.NodeConfig
+	if inst.userData != "" {
+		raw, err := nodeadm.DecodeUserData(inst.userData)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err = nodeadm.Parse(raw)
+		if err != nil && !nodeadm.IsNoNodeConfig(err) {
+			return nil, fmt.Errorf("instance %s userData: %w", inst.id, err)
+		}
+	}
+	return buildNode(nodeSpec{
+		name: inst.privateDNS, instanceID: inst.id, zone: inst.zone, region: e.opts.Region,
+		capacityType: inst.capacityType, spec: inst.spec, privateIP: inst.privateIP,
+		kubeletVersion: "v" + e.opts.KubernetesVersion + ".0",
+	}, cfg)
+}
+
+type nodeSpec struct {
+	name, instanceID string
+	zone             zone
+	region           string
+	capacityType     string
+	spec             catalog.InstanceTypeSpec
+	privateIP        string
+	kubeletVersion   string
+}
+
+func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
+	labels := map[string]string{
+		corev1.LabelArchStable:              s.spec.Arch,
+		corev1.LabelOSStable:                "linux",
+		corev1.LabelHostname:                s.name,
+		corev1.LabelInstanceTypeStable:      s.spec.Name,
+		corev1.LabelInstanceType:            s.spec.Name,
+		corev1.LabelTopologyZone:            s.zone.name,
+		corev1.LabelTopologyRegion:          s.region,
+		corev1.LabelFailureDomainBetaZone:   s.zone.name,
+		corev1.LabelFailureDomainBetaRegion: s.region,
+		"beta.kubernetes.io/arch":           s.spec.Arch,
+		"beta.kubernetes.io/os":             "linux",
+		LabelZoneID:                         s.zone.id,
+		LabelCapacityType:                   s.capacityType,
+	}
+	var taints []corev1.Taint
+	maxPods := s.spec.MaxPods
+	if cfg != nil {
+		extra, err := cfg.Labels()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range extra {
+			labels[k] = v
+		}
+		if taints, err = cfg.Taints(); err != nil {
+			return nil, err
+		}
+		if n, ok, err := cfg.MaxPods(); err != nil {
+			return nil, err
+		} else if ok {
+			maxPods = n
+		}
+	}
+	if maxPods <= 0 {
+		maxPods = 110
+	}
+	capacity, allocatable := NodeResources(s.spec, maxPods)
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   s.name,
+			Labels: labels,
+			Annotations: map[string]string{
+				AnnotationKwokNode:                                       "fake",
+				"node.alpha.kubernetes.io/ttl":                           "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+				"alpha.kubernetes.io/provided-node-ip":                   s.privateIP,
+			},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID: fmt.Sprintf("aws:///%s/%s", s.zone.name, s.instanceID),
+			Taints:     taints,
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Phase:       corev1.NodeRunning,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: s.privateIP},
+				{Type: corev1.NodeInternalDNS, Address: s.name},
+				{Type: corev1.NodeHostName, Address: s.name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID:               strings.ReplaceAll(s.instanceID, "i-", "ec2"),
+				SystemUUID:              "ec2" + strings.TrimPrefix(s.instanceID, "i-"),
+				BootID:                  hashHex(32, s.instanceID, "boot"),
+				KernelVersion:           "6.1.155-176.282.amzn2023." + kernelArch(s.spec.Arch),
+				OSImage:                 "Amazon Linux 2023.9.20261101",
+				ContainerRuntimeVersion: "containerd://2.1.4",
+				KubeletVersion:          s.kubeletVersion,
+				OperatingSystem:         "linux",
+				Architecture:            s.spec.Arch,
+			},
+		},
+	}, nil
+}
+
+func kernelArch(arch string) string {
+	if arch == "arm64" {
+		return "aarch64"
+	}
+	return "x86_64"
+}
+
+// KubernetesRegistrar registers Nodes in a real cluster through client-go.
+type KubernetesRegistrar struct {
+	client kubernetes.Interface
+}
+
+// NewKubernetesRegistrar connects to the cluster cfg points at.
+func NewKubernetesRegistrar(cfg *rest.Config) (*KubernetesRegistrar, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("awsemu: Kubernetes client for Node registration: %w", err)
+	}
+	return &KubernetesRegistrar{client: cs}, nil
+}
+
+// NewKubernetesRegistrarForClient uses an existing clientset.
+func NewKubernetesRegistrarForClient(client kubernetes.Interface) *KubernetesRegistrar {
+	return &KubernetesRegistrar{client: client}
+}
+
+// Register creates the Node with its status (as a kubelet does on first
+// registration).
+func (r *KubernetesRegistrar) Register(ctx context.Context, node *corev1.Node) error {
+	nodes := r.client.CoreV1().Nodes()
+	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("Node %s exists but cannot be read: %w", node.Name, getErr)
+		}
+		if existing.Spec.ProviderID != node.Spec.ProviderID {
+			return fmt.Errorf("Node %s already exists for provider ID %q, not %q (a stale Node from an earlier run?)",
+				node.Name, existing.Spec.ProviderID, node.Spec.ProviderID)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating Node %s: %w", node.Name, err)
+	}
+	// The apiserver keeps a Node's status on create; should a version drop
+	// it, set it the way a kubelet's first status update would.
+	if len(created.Status.Capacity) == 0 {
+		created.Status = node.Status
+		if _, err := nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("setting Node %s status: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+// Deregister deletes the Node.
+func (r *KubernetesRegistrar) Deregister(ctx context.Context, name string) error {
+	err := r.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Node %s: %w", name, err)
+	}
+	return nil
+}
