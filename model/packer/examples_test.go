@@ -4,7 +4,12 @@ import (
 	"math"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/model/scheduling"
 )
 
 // Reference prices for the example workloads (README of the issue):
@@ -47,6 +52,7 @@ func TestExampleWorkloads(t *testing.T) {
 			if err := packer.Verify(in, r); err != nil {
 				t.Errorf("plan fails verification:\n%v", err)
 			}
+			checkStrictSkew(t, in, r)
 			t.Logf("%s: %d nodes, $%.4f/h (%.2f× the LP bound $%.2f/h)", tc.file, len(r.NewNodes), r.TotalPrice(), r.TotalPrice()/bound, bound)
 		})
 	}
@@ -78,6 +84,71 @@ func TestDeterministic(t *testing.T) {
 		for j := range x.Pods {
 			if x.Pods[j] != y.Pods[j] {
 				t.Fatalf("node %d pod %d differs: %s vs %s", i, j, x.Pods[j].Name, y.Pods[j].Name)
+			}
+		}
+	}
+}
+
+// checkStrictSkew checks the stronger reading of maxSkew on plans of new
+// nodes only: for every DoNotSchedule constraint, over every zone any node
+// uses (or every node, for hostname), the most and least loaded domains
+// differ by at most maxSkew, counting every pod the selector matches.
+func checkStrictSkew(t *testing.T, in packer.Input, r packer.Result) {
+	t.Helper()
+	type placed struct {
+		pod        *corev1.Pod
+		zone, host string
+	}
+	var all []placed
+	zones := map[string]bool{}
+	for _, n := range r.NewNodes {
+		zones[n.Zone] = true
+		for _, p := range n.Pods {
+			all = append(all, placed{p, n.Zone, n.Name})
+		}
+	}
+	checked := map[string]bool{}
+	for _, p := range in.Pods {
+		for _, tsc := range p.Spec.TopologySpreadConstraints {
+			if tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(tsc.LabelSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := tsc.TopologyKey + "|" + sel.String()
+			if checked[id] {
+				continue
+			}
+			checked[id] = true
+			counts := map[string]int{}
+			domains := map[string]bool{}
+			for _, n := range r.NewNodes {
+				if tsc.TopologyKey == scheduling.LabelHostname {
+					domains[n.Name] = true
+				}
+			}
+			for z := range zones {
+				if tsc.TopologyKey == scheduling.LabelZone {
+					domains[z] = true
+				}
+			}
+			for _, x := range all {
+				if x.pod.Namespace == p.Namespace && sel.Matches(labels.Set(x.pod.Labels)) {
+					if tsc.TopologyKey == scheduling.LabelHostname {
+						counts[x.host]++
+					} else {
+						counts[x.zone]++
+					}
+				}
+			}
+			lo, hi := math.MaxInt, 0
+			for d := range domains {
+				lo, hi = min(lo, counts[d]), max(hi, counts[d])
+			}
+			if hi-lo > int(tsc.MaxSkew) {
+				t.Errorf("constraint %s: domains range from %d to %d pods, maxSkew %d", id, lo, hi, tsc.MaxSkew)
 			}
 		}
 	}

@@ -103,11 +103,15 @@ func (p *packer) run() {
 			order = append(order, c)
 		}
 	}
-	// Pods that need a node of their own go first, so the nodes they force
-	// are filled with others; then hostname-spread pods; then the most
-	// valuable (largest) first.
+	// Pods pinned where a spread constraint counts them go first, so the
+	// pods carrying the constraint balance around them; then pods that need
+	// a node of their own, so the nodes they force are filled with others;
+	// then hostname-spread pods; then the most valuable (largest) first.
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := order[i], order[j]
+		if a.pinned != b.pinned {
+			return a.pinned
+		}
 		if a.exclusive != b.exclusive {
 			return a.exclusive
 		}

@@ -108,11 +108,12 @@ type podClass struct {
 	// existing[i]: existing node i's labels and taints suit the pod.
 	existing []bool
 
-	rules       []rule  // topology rules the class must obey or counts for
-	matchGroups []int32 // groups counting this class
-	ownerAnti   []int32 // anti-affinity groups this class owns
-	exclusive   bool    // self anti-affinity on hostname: one per node
-	hostSpread  bool    // counted by a hard hostname spread
+	rules        []rule  // topology rules the class must obey or counts for
+	matchGroups  []int32 // groups counting this class
+	ownerCounted []int32 // anti-affinity and spread groups this class owns (owners are counted per domain)
+	exclusive    bool    // self anti-affinity on hostname: one per node
+	pinned       bool    // counts for a zone spread it cannot balance (see rule.pinned)
+	hostSpread   bool    // counted by a hard hostname spread
 
 	value float64 // worth of one pod, in $/h (LP duals), for node choice
 	bonus float64 // cheapest node that can host one pod alone (exclusive classes)

@@ -61,7 +61,7 @@ type group struct {
 	inDomain []bool  // spread on non-hostname keys: the eligible domains
 	domains  []int32 // same, as a list
 	counts   []int32 // matching pods per domain
-	owners   []int32 // anti-affinity: pods carrying the term, per domain
+	owners   []int32 // anti-affinity and spread: pods carrying the term, per domain
 	total    int32   // matching pods anywhere
 }
 
@@ -102,6 +102,11 @@ type rule struct {
 	g       int32
 	owner   bool
 	matcher bool
+	// pinned: the class only counts for a spread constraint and cannot
+	// reach all of its domains (a zone nodeSelector, say), so it cannot
+	// help balance it; it goes where it must, first, and owners balance
+	// around it.
+	pinned bool
 }
 
 func (p *packer) keyIndex(name string) int {
@@ -322,8 +327,8 @@ func (p *packer) buildTopology() {
 			if r.matcher {
 				c.matchGroups = append(c.matchGroups, r.g)
 			}
-			if r.owner && g.kind == kindAnti {
-				c.ownerAnti = append(c.ownerAnti, r.g)
+			if r.owner && (g.kind == kindAnti || g.kind == kindSpread) {
+				c.ownerCounted = append(c.ownerCounted, r.g)
 			}
 			if r.owner && r.matcher && g.kind == kindAnti && g.hostname {
 				c.exclusive = true
@@ -436,6 +441,47 @@ func (p *packer) buildTopology() {
 			}
 		}
 	}
+	for _, c := range p.classes {
+		if c.err != nil {
+			continue
+		}
+		for i := range c.rules {
+			r := &c.rules[i]
+			g := p.groups[r.g]
+			if r.owner || !r.matcher || g.kind != kindSpread || g.hostname || len(g.domains) == 0 {
+				continue
+			}
+			reachable := map[int32]bool{}
+			key := p.keys[g.keyIdx].name
+			if key == scheduling.LabelZone || key == scheduling.LabelCapacityType {
+				for m := reachOf(c); m != 0; m &= m - 1 {
+					reachable[p.domainOf(g.keyIdx, nil, bits.TrailingZeros64(m))] = true
+				}
+			} else {
+				for _, pt := range p.pts {
+					if !c.tol[pt.pool] {
+						continue
+					}
+					for m := c.mask[pt.idx]; m != 0; m &= m - 1 {
+						if dom := p.domainOf(g.keyIdx, pt, bits.TrailingZeros64(m)); dom >= 0 {
+							reachable[dom] = true
+						}
+					}
+				}
+			}
+			for i := 0; i < p.nExisting; i++ {
+				if c.existing[i] && p.nodes[i].doms[g.keyIdx] >= 0 {
+					reachable[p.nodes[i].doms[g.keyIdx]] = true
+				}
+			}
+			for _, d := range g.domains {
+				if !reachable[d] {
+					r.pinned, c.pinned = true, true
+					break
+				}
+			}
+		}
+	}
 	p.local = make([]int32, len(p.groups))
 	p.localOwners = make([]int32, len(p.groups))
 }
@@ -492,10 +538,10 @@ func (p *packer) domainsFor(pt *poolType, s int, host int32, doms []int32) []int
 func (p *packer) active(r rule, g *group) bool {
 	switch g.kind {
 	case kindSpread:
-		if g.soft && (g.hostname || p.level >= 1) {
+		if r.pinned || (g.soft && (g.hostname || p.level >= 1)) {
 			return false
 		}
-		return r.owner || p.level == 0
+		return true
 	case kindAffinity:
 		return r.owner
 	default:
@@ -514,6 +560,11 @@ func (p *packer) ruleCap(r rule, doms []int32) int {
 			if r.owner {
 				return 0
 			}
+			return unlimited
+		}
+		if !r.owner && p.level >= 1 && g.ownerCount(dom)+p.localOwners[r.g] == 0 {
+			// Relaxed: a pod that only counts for the constraint may go
+			// where no pod carrying it is, so it never skews an owner's domain.
 			return unlimited
 		}
 		c := g.count(dom) + p.local[r.g]
@@ -630,7 +681,7 @@ func (p *packer) record(c *podClass, doms []int32, k int32, commit bool) {
 			p.local[gi] += k
 		}
 	}
-	for _, gi := range c.ownerAnti {
+	for _, gi := range c.ownerCounted {
 		g := p.groups[gi]
 		dom := doms[g.keyIdx]
 		if dom < 0 {

@@ -33,9 +33,11 @@ const maxViolations = 20
 //     allocatable (existing nodes: their Available), pods count included;
 //   - pods' nodeSelector, required node affinity and tolerations hold;
 //   - NodePool limits hold;
-//   - in the final state, DoNotSchedule topology spread is within maxSkew
-//     over the domains its pods could use, and required pod affinity and
-//     anti-affinity hold.
+//   - in the final state, every pod carrying a DoNotSchedule topology spread
+//     constraint is in a domain at most maxSkew above the least-loaded
+//     domain it could use (kube-scheduler's filter, counting every matching
+//     pod, including pods that only match the selector); required pod
+//     affinity and anti-affinity hold.
 func Verify(in Input, r Result) error {
 	v := &verifier{in: in, r: r, affinity: map[*corev1.Pod]nodeaffinity.RequiredNodeAffinity{},
 		poolSel: map[*NodePool][]*nodeaffinity.NodeSelector{}, requests_: map[*corev1.Pod]scheduling.Resources{}, eligible: map[string][]string{}}
@@ -457,7 +459,6 @@ func (v *verifier) checkTopology(nodes []*vnode) {
 	}
 	selfGroups := map[*vterm]*selfAffinity{}
 	preExisting := map[*vterm]int{}
-	spreadChecked := map[string]bool{}
 	for _, n := range nodes {
 		for _, p := range n.placed {
 			aff := p.Spec.Affinity
@@ -530,34 +531,32 @@ func (v *verifier) checkTopology(nodes []*vnode) {
 				if err != nil {
 					continue
 				}
-				id := fmt.Sprintf("%p|%d|%s", t, tsc.MaxSkew, v.eligibilityKey(p))
-				if spreadChecked[id] {
+				own, ok := domainOfNode(n, tsc.TopologyKey)
+				if !ok {
+					v.fail("pod %s on node %s: topologySpreadConstraints[%d] needs label %s, which the node lacks", podKey(p), n.name, i, tsc.TopologyKey)
 					continue
 				}
-				spreadChecked[id] = true
 				ek := v.eligibilityKey(p) + "|" + tsc.TopologyKey
 				domains, ok := v.eligible[ek]
 				if !ok {
 					domains = v.eligibleDomains(p, tsc.TopologyKey, nodes)
 					v.eligible[ek] = domains
 				}
-				minC, maxC := math.MaxInt, 0
-				var maxD, minD string
+				minC, minD := math.MaxInt, ""
 				for _, d := range domains {
-					c := t.counts[d]
-					if c < minC {
+					if c := t.counts[d]; c < minC {
 						minC, minD = c, d
-					}
-					if c > maxC {
-						maxC, maxD = c, d
 					}
 				}
 				if tsc.MinDomains != nil && int32(len(domains)) < *tsc.MinDomains {
-					minC, minD = 0, "(missing domains)"
+					minC, minD = 0, "(fewer domains than minDomains)"
 				}
-				if len(domains) > 0 && int32(maxC-minC) > tsc.MaxSkew {
-					v.fail("pod %s: topologySpreadConstraints[%d] (%s, maxSkew %d, %s): %d in %s vs %d in %s",
-						podKey(p), i, tsc.TopologyKey, tsc.MaxSkew, t.selector, maxC, maxD, minC, minD)
+				if minC == math.MaxInt {
+					continue
+				}
+				if int32(t.counts[own]-minC) > tsc.MaxSkew {
+					v.fail("pod %s on node %s: topologySpreadConstraints[%d] (%s, maxSkew %d, %s): %d in its domain %s vs %d in %s",
+						podKey(p), n.name, i, tsc.TopologyKey, tsc.MaxSkew, t.selector, t.counts[own], own, minC, minD)
 				}
 			}
 		}

@@ -65,7 +65,7 @@ func TestVerifyCatchesViolations(t *testing.T) {
 		{"anti-affinity", packer.Input{NodePools: []packer.NodePool{def}, Pods: anti},
 			packer.Result{NewNodes: []packer.NodePlan{planned("n1", def, arm, "zone-a", "spot", 0.03, anti...)}}, "anti-affinity (kubernetes.io/hostname, app=x) violated"},
 		{"zone spread skew", packer.Input{NodePools: []packer.NodePool{def}, Pods: spread},
-			packer.Result{NewNodes: []packer.NodePlan{planned("n1", def, arm, "zone-a", "spot", 0.03, spread[0], spread[1]), planned("n2", def, arm, "zone-b", "spot", 0.03, spread[2])}}, "2 in zone-a vs 0 in zone-c"},
+			packer.Result{NewNodes: []packer.NodePlan{planned("n1", def, arm, "zone-a", "spot", 0.03, spread[0], spread[1]), planned("n2", def, arm, "zone-b", "spot", 0.03, spread[2])}}, "2 in its domain zone-a vs 0 in zone-c"},
 		{"placement on unknown node", packer.Input{NodePools: []packer.NodePool{def}, Pods: []*corev1.Pod{p1}},
 			packer.Result{Placements: []packer.Placement{{Pod: p1, Node: "ghost"}}}, `placed on unknown node "ghost"`},
 	}
