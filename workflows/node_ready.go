@@ -58,6 +58,10 @@ func (w *nodeLifecycle) awaitDisruption() (continueAsNew bool) {
 			w.absorbPendingSignals()
 			w.flushOutbox()
 			if !w.terminationRequested() {
+				// Record an emptiness the absorbed signals revealed, so the
+				// next run counts consolidateAfter from now, not from its
+				// own start.
+				w.syncEmptyTTL()
 				return true
 			}
 		}

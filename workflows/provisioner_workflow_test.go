@@ -1,0 +1,436 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/millwright/millwright/activities"
+)
+
+type provisionerOption func(*ProvisionerInput)
+
+// provisionerInput is a continued run (so no start-up resync batch) with
+// resync disabled that continues as new after one batch: each test ends
+// when its batches are done, and the carried state is what it inspects.
+func provisionerInput(options ...provisionerOption) ProvisionerInput {
+	input := ProvisionerInput{
+		Cluster:        testCluster,
+		ResyncInterval: -1,
+		BatchesPerRun:  1,
+		State:          &ProvisionerState{Version: provisionerStateVersion},
+	}
+	for _, option := range options {
+		option(&input)
+	}
+	return input
+}
+
+func batches(n int) provisionerOption {
+	return func(in *ProvisionerInput) { in.BatchesPerRun = n }
+}
+
+func windows(idle, maxWindow time.Duration) provisionerOption {
+	return func(in *ProvisionerInput) { in.IdleWindow, in.MaxWindow = idle, maxWindow }
+}
+
+func newProvisionerHarness(t *testing.T) *harness {
+	return newHarness(t, ProvisionerWorkflowID(testCluster))
+}
+
+// runProvisioner runs until the provisioner continues as new and returns the
+// input it continued with.
+func (h *harness) runProvisioner(input ProvisionerInput) ProvisionerInput {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(ProvisionerWorkflowType, input)
+	var next ProvisionerInput
+	continueAsNewInput(h.t, h.env.GetWorkflowError(), &next)
+	if next.State == nil {
+		h.t.Fatal("continued as new without carrying state")
+	}
+	return next
+}
+
+func (h *harness) planRequests() []*activities.PlanRequest {
+	var requests []*activities.PlanRequest
+	for _, call := range h.rec.calls(activities.PlanActivity) {
+		requests = append(requests, call.(*activities.PlanRequest))
+	}
+	return requests
+}
+
+func podKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s/pod-%02d", prefix, i)
+	}
+	return keys
+}
+
+func nodePlan(pool string, pods ...string) activities.NodeLaunchSpec {
+	spec := nodeSpec()
+	spec.Cluster, spec.NodeClaimName, spec.NodePool, spec.PodKeys = "", "", pool, pods
+	return spec
+}
+
+func TestBatchingWindows(t *testing.T) {
+	cases := []struct {
+		name        string
+		idle, max   time.Duration
+		signalsAt   []time.Duration
+		wantBatchAt time.Duration
+		wantPods    int
+	}{
+		{
+			name:        "closes after a second without a new pod",
+			signalsAt:   []time.Duration{time.Second, 1500 * time.Millisecond, 2300 * time.Millisecond},
+			wantBatchAt: 3300 * time.Millisecond,
+			wantPods:    3,
+		},
+		{
+			name:        "closes ten seconds after the first pod however busy",
+			signalsAt:   every(700*time.Millisecond, time.Second, 30*time.Second),
+			wantBatchAt: 11 * time.Second,
+			wantPods:    15, // 1s, 1.7s … 10.8s
+		},
+		{
+			name:        "windows are configurable",
+			idle:        3 * time.Second,
+			max:         5 * time.Second,
+			signalsAt:   []time.Duration{time.Second, 3 * time.Second, 5500 * time.Millisecond, 7 * time.Second},
+			wantBatchAt: 6 * time.Second,
+			wantPods:    3,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newProvisionerHarness(t)
+			for i, at := range tc.signalsAt {
+				h.signal(at, SignalPodsPending, PodsPending{PodKeys: []string{fmt.Sprintf("default/pod-%02d", i)}})
+			}
+			next := h.runProvisioner(provisionerInput(windows(tc.idle, tc.max)))
+
+			requests := h.planRequests()
+			if len(requests) != 1 {
+				t.Fatalf("planned %d time(s), want one batch", len(requests))
+			}
+			if got := len(requests[0].PodKeys); got != tc.wantPods {
+				t.Errorf("batch planned %d pod(s), want %d: %v", got, tc.wantPods, requests[0].PodKeys)
+			}
+			if at := next.State.LastBatch.At; !at.Equal(t0.Add(tc.wantBatchAt)) {
+				t.Errorf("batch closed at t0+%s, want t0+%s", at.Sub(t0), tc.wantBatchAt)
+			}
+			for _, line := range []string{"Waiting to batch additional pods", fmt.Sprintf("Found %d provisionable pods", tc.wantPods)} {
+				if !h.rec.hasLog(line) {
+					t.Errorf("missing log line %q; got %q", line, h.rec.logLines())
+				}
+			}
+		})
+	}
+}
+
+func every(step, from, to time.Duration) []time.Duration {
+	var times []time.Duration
+	for at := from; at <= to; at += step {
+		times = append(times, at)
+	}
+	return times
+}
+
+func TestBatchStartsOneNodeWorkflowPerPlan(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/web-1", "default/web-2", "ml/train-1", "default/huge"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{
+		Plans:          []activities.NodeLaunchSpec{nodePlan("default", "default/web-1", "default/web-2"), nodePlan("gpu", "ml/train-1")},
+		PodsConsidered: 4,
+		Unschedulable:  []activities.UnschedulablePod{{PodKey: "default/huge", Reason: "no instance type has 4096 GiB memory"}},
+	}, nil)
+
+	next := h.runProvisioner(provisionerInput())
+
+	starts := h.rec.calls(activities.StartNodeWorkflowsActivity)
+	if len(starts) != 1 {
+		t.Fatalf("StartNodeWorkflows called %d time(s), want once for the batch", len(starts))
+	}
+	request := starts[0].(*activities.StartNodeWorkflowsRequest)
+	if request.WorkflowType != NodeWorkflowType || request.TaskQueue != "millwright" || len(request.Nodes) != 2 {
+		t.Fatalf("start request = %+v", request)
+	}
+	seen := map[string]bool{}
+	for i, node := range request.Nodes {
+		pool := []string{"default", "gpu"}[i]
+		name := node.Spec.NodeClaimName
+		if !strings.HasPrefix(name, pool+"-") || len(name) != len(pool)+9 || seen[name] {
+			t.Errorf("node %d named %q, want a distinct %s-xxxxxxxx", i, name, pool)
+		}
+		seen[name] = true
+		if node.Spec.Cluster != testCluster || node.WorkflowID != NodeWorkflowID(testCluster, name) {
+			t.Errorf("node %d: cluster %q, workflow id %q", i, node.Spec.Cluster, node.WorkflowID)
+		}
+		if err := node.Spec.Validate(); err != nil {
+			t.Errorf("node %d spec is not launchable: %v", i, err)
+		}
+	}
+	if len(next.State.InFlight) != 2 || next.State.InFlight[0].NodeClaimName != request.Nodes[0].Spec.NodeClaimName ||
+		!slices.Equal(next.State.InFlight[0].InstanceTypes, []string{"m5.large", "m5.xlarge"}) {
+		t.Errorf("in flight = %+v, want both started nodes", next.State.InFlight)
+	}
+	summary := next.State.LastBatch
+	if summary.Plans != 2 || summary.Started != 2 || summary.Unschedulable != 1 || summary.PodsConsidered != 4 || summary.Error != "" {
+		t.Errorf("batch summary = %+v", summary)
+	}
+	for _, line := range []string{
+		"Computed packing for 2 pod(s) with instance type option(s) [m5.large m5.xlarge]",
+		"Computed packing for 1 pod(s) with instance type option(s) [m5.large m5.xlarge]",
+		"Pod is unschedulable",
+	} {
+		if !h.rec.hasLog(line) {
+			t.Errorf("missing log line %q; got %q", line, h.rec.logLines())
+		}
+	}
+}
+
+func TestNodeClaimNamesAreDeterministic(t *testing.T) {
+	name := NodeClaimName("default", "run-1", 7, 0)
+	if again := NodeClaimName("default", "run-1", 7, 0); again != name {
+		t.Fatalf("same batch and index named %q then %q", name, again)
+	}
+	others := []string{
+		NodeClaimName("default", "run-1", 7, 1),
+		NodeClaimName("default", "run-1", 8, 0),
+		NodeClaimName("default", "run-2", 7, 0),
+	}
+	for _, other := range others {
+		if other == name {
+			t.Errorf("%q collides with another batch, index or provisioner", other)
+		}
+	}
+	if !strings.HasPrefix(name, "default-") || strings.Trim(name[len("default-"):], nodeClaimSuffixAlphabet) != "" {
+		t.Errorf("name %q is not <pool>-<suffix from %s>", name, nodeClaimSuffixAlphabet)
+	}
+}
+
+func TestInFlightNodesAreReportedUntilSettled(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+	h.signal(time.Minute, SignalPodsPending, PodsPending{PodKeys: []string{"default/b"}})
+	h.signal(2*time.Minute, SignalPodsPending, PodsPending{PodKeys: []string{"default/c"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+		Return(activities.PlanResponse{Plans: []activities.NodeLaunchSpec{nodePlan("default", "default/a")}}, nil).Once()
+	var inFlightName string
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
+			if len(req.InFlight) != 1 {
+				return activities.PlanResponse{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("in flight %+v, want the first node", req.InFlight), "Test", nil)
+			}
+			inFlightName = req.InFlight[0].NodeClaimName
+			// Its Node registered: the planner settles it.
+			return activities.PlanResponse{Settled: []string{inFlightName}, PlacedOnExisting: 1}, nil
+		}).Once()
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{PlacedOnExisting: 1}, nil).Once()
+
+	next := h.runProvisioner(provisionerInput(batches(3)))
+
+	requests := h.planRequests()
+	if len(requests) != 3 {
+		t.Fatalf("planned %d batch(es), want 3", len(requests))
+	}
+	if got := requests[1].InFlight; len(got) != 1 || !slices.Equal(got[0].PodKeys, []string{"default/a"}) {
+		t.Errorf("second batch in flight = %+v, want the node started for default/a", got)
+	}
+	if len(requests[2].InFlight) != 0 || len(next.State.InFlight) != 0 {
+		t.Errorf("settled node still in flight: %+v", requests[2].InFlight)
+	}
+	if next.State.Batches != 3 || next.State.LastBatch.Error != "" {
+		t.Errorf("state = %+v", next.State)
+	}
+}
+
+func TestReplanSignals(t *testing.T) {
+	h := newProvisionerHarness(t)
+	unavailable := activities.UnavailableOffering{
+		OfferingKey: activities.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: activities.CapacityTypeSpot},
+		Until:       t0.Add(3 * time.Minute),
+	}
+	input := provisionerInput(batches(2))
+	input.State.InFlight = []activities.InFlightNode{{NodeClaimName: "default-failed", NodePool: "default", PodKeys: []string{"default/a"}, StartedAt: t0}}
+	h.signal(time.Second, SignalReplan, ReplanRequest{
+		NodeClaimName: "default-failed", PodKeys: []string{"default/a"},
+		UnavailableOfferings: []activities.UnavailableOffering{unavailable}, Reason: "insufficient capacity",
+	})
+	h.signal(1500*time.Millisecond, SignalReplan, ReplanRequest{NodeClaimName: "default-spot", DisruptedNodes: []string{"ip-10-0-0-9"}, Reason: "interrupted: spot-warning"})
+	h.signal(10*time.Minute, SignalReconcile, ReconcileRequest{Reason: "NodePool gpu created"})
+
+	next := h.runProvisioner(input)
+
+	requests := h.planRequests()
+	if len(requests) != 2 {
+		t.Fatalf("planned %d batch(es), want 2", len(requests))
+	}
+	first := requests[0]
+	if !slices.Equal(first.PodKeys, []string{"default/a"}) || !slices.Equal(first.DisruptedNodes, []string{"ip-10-0-0-9"}) ||
+		len(first.UnavailableOfferings) != 1 || first.UnavailableOfferings[0].OfferingKey != unavailable.OfferingKey || len(first.InFlight) != 0 {
+		t.Errorf("first batch = %+v, want the re-planned pod, the disrupted node, the unavailable offering and nothing in flight", first)
+	}
+	second := requests[1]
+	if len(second.PodKeys) != 0 || len(second.UnavailableOfferings) != 0 {
+		t.Errorf("second batch = %+v, want a pod-less reconcile with the expired offering forgotten", second)
+	}
+	if len(next.State.ReconcileReasons) != 0 {
+		t.Errorf("reconcile reasons not consumed: %v", next.State.ReconcileReasons)
+	}
+}
+
+// Signals that arrive while a batch is planning are not read until the run
+// ends; continuing as new must carry every one of them.
+func TestProvisionerContinuesAsNewWithoutLosingSignals(t *testing.T) {
+	cases := []struct {
+		name    string
+		options []provisionerOption
+		setup   func(h *harness)
+	}{
+		{name: "after its batch budget", options: []provisionerOption{batches(1)}},
+		{
+			name:    "when the server suggests it",
+			options: []provisionerOption{batches(1000)},
+			setup:   func(h *harness) { h.at(3*time.Second, func() { h.env.SetContinueAsNewSuggested(true) }) },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newProvisionerHarness(t)
+			h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+				Return(activities.PlanResponse{PlacedOnExisting: 1}, nil).After(5 * time.Second)
+			h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+			// The batch closes at 2s and plans until 7s; all of these arrive
+			// meanwhile.
+			h.at(3*time.Second, func() {
+				h.env.SignalWorkflow(SignalPodsPending, PodsPending{PodKeys: []string{"default/b", "default/c"}})
+				h.env.SignalWorkflow(SignalReplan, ReplanRequest{NodeClaimName: "default-x", DisruptedNodes: []string{"ip-10-0-0-7"}, Reason: "interrupted"})
+			})
+			h.at(6*time.Second, func() {
+				h.env.SignalWorkflowSkippingWorkflowTask(SignalReconcile, ReconcileRequest{Reason: "NodePool default changed"})
+				h.env.SignalWorkflowSkippingWorkflowTask(SignalPodsPending, PodsPending{PodKeys: []string{"default/d", "default/b"}})
+			})
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+
+			next := h.runProvisioner(provisionerInput(tc.options...))
+
+			carried := next.State
+			if !slices.Equal(carried.PendingPods, []string{"default/b", "default/c", "default/d"}) {
+				t.Errorf("carried pods = %v, want b, c and d", carried.PendingPods)
+			}
+			if !slices.Equal(carried.DisruptedNodes, []string{"ip-10-0-0-7"}) {
+				t.Errorf("carried disrupted nodes = %v", carried.DisruptedNodes)
+			}
+			if !slices.Equal(carried.ReconcileReasons, []string{"default-x: interrupted", "NodePool default changed"}) {
+				t.Errorf("carried reconcile reasons = %v", carried.ReconcileReasons)
+			}
+			if carried.Batches != 1 || next.Cluster != testCluster {
+				t.Errorf("carried batches %d, cluster %q", carried.Batches, next.Cluster)
+			}
+		})
+	}
+}
+
+func TestNextRunPlansCarriedWorkFirst(t *testing.T) {
+	h := newProvisionerHarness(t)
+	input := provisionerInput()
+	input.State.PendingPods = []string{"default/b"}
+	input.State.DisruptedNodes = []string{"ip-10-0-0-7"}
+
+	h.runProvisioner(input)
+
+	requests := h.planRequests()
+	if len(requests) != 1 || !slices.Equal(requests[0].PodKeys, []string{"default/b"}) || !slices.Equal(requests[0].DisruptedNodes, []string{"ip-10-0-0-7"}) {
+		t.Errorf("plan requests = %+v, want the carried work planned", requests)
+	}
+}
+
+func TestFreshProvisionerResyncsAtOnceAndPeriodically(t *testing.T) {
+	h := newProvisionerHarness(t)
+	input := provisionerInput(batches(2))
+	input.State = nil
+	input.ResyncInterval = 5 * time.Minute
+
+	next := h.runProvisioner(input)
+
+	requests := h.planRequests()
+	if len(requests) != 2 || !requests[0].AllPending || !requests[1].AllPending {
+		t.Fatalf("plan requests = %+v, want two full resyncs", requests)
+	}
+	if at := next.State.LastBatch.At; !at.Equal(t0.Add(5 * time.Minute)) {
+		t.Errorf("second resync at t0+%s, want t0+5m", at.Sub(t0))
+	}
+	if h.rec.hasLog("Waiting to batch additional pods") {
+		t.Error("a resync alone must not wait for a batch window")
+	}
+}
+
+func TestFailedPlanningKeepsThePods(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+		Return(activities.PlanResponse{}, temporal.NewNonRetryableApplicationError("EC2NodeClass default: spec.role: not found", "InvalidNodeClass", nil)).Once()
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+		Return(activities.PlanResponse{PlacedOnExisting: 1}, nil).Once()
+
+	next := h.runProvisioner(provisionerInput(batches(2)))
+
+	requests := h.planRequests()
+	if len(requests) != 2 || !slices.Equal(requests[1].PodKeys, []string{"default/a"}) {
+		t.Fatalf("plan requests = %+v, want the pod planned again", requests)
+	}
+	// 1s first pod, 2s batch fails, 30s back-off, 1s idle window.
+	if at := next.State.LastBatch.At; !at.Equal(t0.Add(33 * time.Second)) {
+		t.Errorf("retry batch at t0+%s, want t0+33s", at.Sub(t0))
+	}
+}
+
+func TestDeferredPodsAreThePlannedNext(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: podKeys("default", 3)})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{
+		Plans:    []activities.NodeLaunchSpec{nodePlan("default", "default/pod-00")},
+		Deferred: []string{"default/pod-01", "default/pod-02"},
+	}, nil).Once()
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{}, nil).Once()
+
+	h.runProvisioner(provisionerInput(batches(2), func(in *ProvisionerInput) { in.MaxNodePlansPerBatch = 1 }))
+
+	requests := h.planRequests()
+	if len(requests) != 2 || requests[0].MaxNodePlans != 1 || !slices.Equal(requests[1].PodKeys, []string{"default/pod-01", "default/pod-02"}) {
+		t.Errorf("plan requests = %+v, want the deferred pods in the next batch", requests)
+	}
+}
+
+func TestProvisionerInputValidation(t *testing.T) {
+	cases := []struct {
+		name  string
+		input ProvisionerInput
+		want  string
+	}{
+		{name: "cluster required", input: ProvisionerInput{}, want: "cluster is empty"},
+		{name: "idle window within max window", input: ProvisionerInput{Cluster: "c", IdleWindow: time.Minute, MaxWindow: time.Second}, want: "idleWindow 1m0s is longer than maxWindow 1s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newProvisionerHarness(t)
+			h.env.ExecuteWorkflow(ProvisionerWorkflowType, tc.input)
+			var appErr *temporal.ApplicationError
+			err := h.env.GetWorkflowError()
+			if !errors.As(err, &appErr) || appErr.Type() != InvalidProvisionerInputErrorType || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("workflow error = %v, want %s naming %q", err, InvalidProvisionerInputErrorType, tc.want)
+			}
+		})
+	}
+}
