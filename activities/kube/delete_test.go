@@ -1,0 +1,100 @@
+package kube
+
+import (
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/activities"
+)
+
+func TestDeleteNodeRemovesTheFinalizerAndTheNode(t *testing.T) {
+	tests := []struct {
+		name string
+		req  func(nodeName, providerID string) activities.DeleteNodeRequest
+	}{
+		{"by name", func(name, _ string) activities.DeleteNodeRequest {
+			return activities.DeleteNodeRequest{NodeName: name}
+		}},
+		{"by providerID", func(_, providerID string) activities.DeleteNodeRequest {
+			return activities.DeleteNodeRequest{ProviderID: providerID}
+		}},
+		{"by a stale name, found by providerID", func(_, providerID string) activities.DeleteNodeRequest {
+			return activities.DeleteNodeRequest{NodeName: uniqueName("renamed"), ProviderID: providerID}
+		}},
+	}
+	h := newHarness(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := createNode(t, newNode("delete").withoutKwok().finalizer(activities.TerminationFinalizer).build())
+			req := tt.req(node.Name, node.Spec.ProviderID)
+
+			resp, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !resp.Deleted {
+				t.Error("Deleted = false, want true")
+			}
+			if _, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("Node still there after DeleteNode (get: %v)", err)
+			}
+			if !h.logged("Deleted node", node.Name) {
+				t.Error(`no "Deleted node" log line naming the node`)
+			}
+
+			// Retried after success: the Node is gone, which is success.
+			again, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Deleted {
+				t.Error("second DeleteNode reported Deleted = true for a Node already gone")
+			}
+		})
+	}
+}
+
+// A retry after the delete but before the finalizer's removal (the Node is
+// terminating behind the finalizer, as after `kubectl delete node`) finishes
+// the job.
+func TestDeleteNodeFinishesATerminatingNode(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("terminating").withoutKwok().finalizer(activities.TerminationFinalizer).build())
+	if err := testClientset.CoreV1().Nodes().Delete(t.Context(), node.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if live := getNode(t, node.Name); live.DeletionTimestamp == nil {
+		t.Fatal("Node not terminating behind its finalizer")
+	}
+
+	resp, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode, activities.DeleteNodeRequest{NodeName: node.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Deleted {
+		t.Error("Deleted = false, want true")
+	}
+	if _, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Node still there (get: %v)", err)
+	}
+}
+
+// A Node whose name now belongs to another instance is not ours to delete.
+func TestDeleteNodeLeavesANodeOfAnotherInstanceAlone(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("reused").withoutKwok().build())
+
+	resp, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode,
+		activities.DeleteNodeRequest{NodeName: node.Name, ProviderID: "aws:///us-east-1a/i-someoneelse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Deleted {
+		t.Error("Deleted = true for a Node of another instance")
+	}
+	if live := getNode(t, node.Name); live.DeletionTimestamp != nil {
+		t.Error("the other instance's Node is being deleted")
+	}
+}

@@ -1,0 +1,185 @@
+package kube
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/activities"
+)
+
+func TestWaitForRegistrationFindsANodeAlreadyThere(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("registered").withoutKwok().build())
+
+	resp, err := execute[activities.WaitForRegistrationResponse](h, nil, h.activities.WaitForRegistration,
+		activities.WaitForRegistrationRequest{InstanceID: "i-1", ProviderID: node.Spec.ProviderID, Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.NodeName != node.Name {
+		t.Errorf("NodeName = %q, want %q", resp.NodeName, node.Name)
+	}
+}
+
+// The Node appears while the activity waits: it must notice (through its
+// watch) and return that Node's name.
+func TestWaitForRegistrationWaitsForTheNode(t *testing.T) {
+	h := newHarness(t)
+	node := newNode("late").withoutKwok().build()
+
+	type result struct {
+		resp activities.WaitForRegistrationResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := execute[activities.WaitForRegistrationResponse](h, nil, h.activities.WaitForRegistration,
+			activities.WaitForRegistrationRequest{InstanceID: "i-2", ProviderID: node.Spec.ProviderID, Deadline: time.Now().Add(2 * time.Minute)})
+		done <- result{resp, err}
+	}()
+	h.heartbeats.waitFor(t, time.Minute, "while waiting", func(any) bool { return true })
+	createNode(t, node)
+
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.resp.NodeName != node.Name {
+			t.Errorf("NodeName = %q, want %q", r.resp.NodeName, node.Name)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("WaitForRegistration did not return within a minute of the Node's creation")
+	}
+}
+
+func TestWaitForRegistrationTimesOutAtTheDeadline(t *testing.T) {
+	h := newHarness(t)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+
+	_, err := execute[activities.WaitForRegistrationResponse](h, nil, h.activities.WaitForRegistration,
+		activities.WaitForRegistrationRequest{InstanceID: "i-never", ProviderID: "aws:///us-east-1a/i-never", Deadline: deadline})
+	if !activities.IsRegistrationTimeout(err) {
+		t.Fatalf("err = %v, want RegistrationTimeout", err)
+	}
+	if now := time.Now(); now.Before(deadline) {
+		t.Errorf("gave up %s before the deadline", deadline.Sub(now))
+	}
+	if len(h.heartbeats.all()) == 0 {
+		t.Error("no heartbeat while waiting")
+	}
+}
+
+func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("adopt").withoutKwok().
+		taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute).
+		label("existing", "kept").build())
+	dedicated := corev1.Taint{Key: "example.com/dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}
+	agent := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoExecute}
+	req := activities.RegisterNodeRequest{
+		NodeName: node.Name, NodeClaimName: "default-abcde", NodePool: "default",
+		Labels:        map[string]string{"team": "ml"},
+		Annotations:   map[string]string{"example.com/owner": "ml-team"},
+		Taints:        []corev1.Taint{dedicated},
+		StartupTaints: []corev1.Taint{agent},
+	}
+
+	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
+		t.Fatal(err)
+	}
+	adopted := getNode(t, node.Name)
+	if !slices.Contains(adopted.Finalizers, activities.TerminationFinalizer) {
+		t.Errorf("finalizers = %v, want %s", adopted.Finalizers, activities.TerminationFinalizer)
+	}
+	for key, want := range map[string]string{
+		NodePoolLabel: "default", activities.NodeClaimLabel: "default-abcde", "team": "ml", "existing": "kept",
+	} {
+		if got := adopted.Labels[key]; got != want {
+			t.Errorf("label %s = %q, want %q", key, got, want)
+		}
+	}
+	if adopted.Annotations["example.com/owner"] != "ml-team" || adopted.Annotations[RegisteredAnnotation] == "" {
+		t.Errorf("annotations = %v, want example.com/owner and %s", adopted.Annotations, RegisteredAnnotation)
+	}
+	if hasTaint(adopted.Spec.Taints, corev1.Taint{Key: activities.UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute}) {
+		t.Errorf("unregistered taint still there: %v", adopted.Spec.Taints)
+	}
+	if !hasTaint(adopted.Spec.Taints, dedicated) || !hasTaint(adopted.Spec.Taints, agent) {
+		t.Errorf("taints = %v, want %s and %s", adopted.Spec.Taints, dedicated.ToString(), agent.ToString())
+	}
+	if !h.logged("Registered node", node.Name) {
+		t.Error(`no "Registered node" log line`)
+	}
+
+	// A retry changes nothing: the same object, not even a no-op write.
+	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
+		t.Fatal(err)
+	}
+	if again := getNode(t, node.Name); again.ResourceVersion != adopted.ResourceVersion {
+		t.Errorf("second RegisterNode wrote the Node (resourceVersion %s -> %s)", adopted.ResourceVersion, again.ResourceVersion)
+	}
+
+	// The agent removes its startup taint; a late retry must not bring it
+	// back.
+	adopted.Spec.Taints = removeTaintKey(adopted.Spec.Taints, agent.Key)
+	initialized, err := testClientset.CoreV1().Nodes().Update(t.Context(), adopted, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
+		t.Fatal(err)
+	}
+	final := getNode(t, node.Name)
+	if hasTaint(final.Spec.Taints, agent) {
+		t.Errorf("startup taint %s re-added after its removal: %v", agent.ToString(), final.Spec.Taints)
+	}
+	if final.ResourceVersion != initialized.ResourceVersion {
+		t.Errorf("RegisterNode after initialization wrote the Node (resourceVersion %s -> %s)", initialized.ResourceVersion, final.ResourceVersion)
+	}
+}
+
+func TestRegisterNodeOfAMissingNodeFails(t *testing.T) {
+	h := newHarness(t)
+	_, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode,
+		activities.RegisterNodeRequest{NodeName: uniqueName("missing"), NodeClaimName: "c", NodePool: "p"})
+	if err == nil {
+		t.Fatal("RegisterNode of a missing Node succeeded")
+	}
+}
+
+func TestRequestsMissingRequiredFieldsAreNotRetried(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{"WaitForRegistration without providerID", func() error {
+			_, err := execute[activities.WaitForRegistrationResponse](h, nil, h.activities.WaitForRegistration, activities.WaitForRegistrationRequest{})
+			return err
+		}},
+		{"RegisterNode without nodePool", func() error {
+			_, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, activities.RegisterNodeRequest{NodeName: "n", NodeClaimName: "c"})
+			return err
+		}},
+		{"Drain without nodeName", func() error {
+			_, err := execute[activities.DrainResponse](h, nil, h.activities.Drain, activities.DrainRequest{})
+			return err
+		}},
+		{"DeleteNode without name or providerID", func() error {
+			_, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode, activities.DeleteNodeRequest{})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.run(); !IsInvalidRequest(err) {
+				t.Errorf("err = %v, want InvalidRequest", err)
+			}
+		})
+	}
+}
