@@ -114,7 +114,7 @@ func (p *Provider) launch(ctx context.Context, req activities.LaunchRequest) (ac
 	if err != nil {
 		return activities.LaunchResponse{}, fmt.Errorf("CreateFleet: %w", err)
 	}
-	return p.launchResult(ctx, req, resolved, plan, out)
+	return p.launchResult(ctx, req, plan, out)
 }
 
 func validateLaunchRequest(req activities.LaunchRequest) error {
@@ -535,7 +535,7 @@ func (p *Provider) deleteLaunchTemplates(ctx context.Context, templates map[stri
 
 // launchResult reads CreateFleet's answer: the instance, or the offerings
 // that failed.
-func (p *Provider) launchResult(ctx context.Context, req activities.LaunchRequest, resolved *ResolvedNodeClass, plan *fleetPlan, out *ec2.CreateFleetOutput) (activities.LaunchResponse, error) {
+func (p *Provider) launchResult(ctx context.Context, req activities.LaunchRequest, plan *fleetPlan, out *ec2.CreateFleetOutput) (activities.LaunchResponse, error) {
 	var capacityFailures, otherFailures []string
 	for _, fe := range out.Errors {
 		code := aws.ToString(fe.ErrorCode)
