@@ -447,6 +447,18 @@ type PlanResponse struct {
 	// Settled names in-flight node claims that are no longer in flight (their
 	// Node registered or their workflow closed).
 	Settled []string `json:"settled,omitempty"`
+	// Skipped lists the NodePools and EC2NodeClasses the planner left out
+	// (invalid, missing NodeClass, being deleted), each with why.
+	Skipped []SkippedObject `json:"skipped,omitempty"`
+}
+
+// SkippedObject is a NodePool or EC2NodeClass planning could not use.
+type SkippedObject struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Reason names the field and what is wrong with it, e.g.
+	// `spec.disruption.budgets[0].schedule: Invalid value: ...`.
+	Reason string `json:"reason"`
 }
 
 // NodeWorkflowStart is one node workflow to start.

@@ -1,0 +1,185 @@
+package planning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/packer"
+)
+
+// InstanceTypeSource lists what a NodePool using an EC2NodeClass can launch:
+// instance types with their offerings in the zones of the class's subnets,
+// offerings recently out of capacity marked unavailable.
+// activities/cloud's *Provider implements it. It fails with an
+// activities.IsInvalidNodeClass error when the class cannot be resolved
+// (selectors matching nothing); other errors are transient.
+type InstanceTypeSource interface {
+	InstanceTypesForNodeClass(ctx context.Context, nodeClass *apisv1.EC2NodeClass) ([]*catalog.InstanceType, error)
+}
+
+// Config is what the planner needs.
+type Config struct {
+	// Cluster names the cluster in launch specs when a request leaves it
+	// empty.
+	Cluster string
+	// State reads the cluster. Required.
+	State ClusterState
+	// InstanceTypes lists launchable types per EC2NodeClass. Required.
+	InstanceTypes InstanceTypeSource
+	// Clock decides which unavailable offerings have expired and how old a
+	// Node is. Default: the real clock.
+	Clock clock.PassiveClock
+	// Logger receives skipped NodePools and EC2NodeClasses (warn) and the
+	// details of each plan (debug). Default: no logging.
+	Logger *zap.Logger
+	// RegistrationTimeout is put in every launch spec; zero leaves the
+	// node workflow's default (activities.DefaultRegistrationTimeout).
+	RegistrationTimeout time.Duration
+}
+
+// InvalidConfigError names the Config field that makes it unusable.
+type InvalidConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidConfigError) Error() string {
+	return fmt.Sprintf("planning config: %s: %s", e.Field, e.Reason)
+}
+
+// IsInvalidConfig reports whether err is an InvalidConfigError.
+func IsInvalidConfig(err error) bool {
+	var target *InvalidConfigError
+	return errors.As(err, &target)
+}
+
+// Planner implements the Plan activity. It holds no state between calls and
+// is safe for concurrent use.
+type Planner struct {
+	cluster             string
+	state               ClusterState
+	instanceTypes       InstanceTypeSource
+	clock               clock.PassiveClock
+	log                 *zap.Logger
+	registrationTimeout time.Duration
+}
+
+// New checks cfg and returns a planner.
+func New(cfg Config) (*Planner, error) {
+	switch {
+	case cfg.State == nil:
+		return nil, &InvalidConfigError{Field: "State", Reason: "required"}
+	case cfg.InstanceTypes == nil:
+		return nil, &InvalidConfigError{Field: "InstanceTypes", Reason: "required"}
+	case cfg.RegistrationTimeout < 0:
+		return nil, &InvalidConfigError{Field: "RegistrationTimeout", Reason: fmt.Sprintf("%s is negative", cfg.RegistrationTimeout)}
+	}
+	p := &Planner{
+		cluster: cfg.Cluster, state: cfg.State, instanceTypes: cfg.InstanceTypes,
+		clock: cfg.Clock, log: cfg.Logger, registrationTimeout: cfg.RegistrationTimeout,
+	}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	p.log = p.log.Named("planner")
+	return p, nil
+}
+
+// Plan reads the cluster, packs the batch's pods onto existing, in-flight
+// and new nodes, and returns a launch spec per new node, plus the empty
+// nodes that bring each NodePool up to its minNodes. It only reads, so a
+// retried call is harmless; the same cluster state and request yield the
+// same plans. Plans leave NodeClaimName empty: the provisioner names them
+// from its batch sequence (see workflows.NodeClaimName), which is stable
+// across retries of one batch yet new for a later batch that re-plans the
+// same pods (a name derived from the pods would collide with the closed
+// workflow of a node that found no capacity).
+func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
+	cluster := req.Cluster
+	if cluster == "" {
+		cluster = p.cluster
+	}
+	if cluster == "" {
+		return activities.PlanResponse{}, fmt.Errorf("plan request: cluster is empty and the planner has no default cluster")
+	}
+	w, err := p.observe(ctx, req)
+	if err != nil {
+		return activities.PlanResponse{}, err
+	}
+	resp := activities.PlanResponse{
+		Skipped:          w.skipped,
+		Settled:          w.settled,
+		PodsConsidered:   len(w.batch) + len(w.batchInFlight),
+		PlacedOnExisting: len(w.batchInFlight),
+	}
+
+	result, err := packer.Pack(w.packerInput())
+	if err != nil {
+		return activities.PlanResponse{}, fmt.Errorf("packing %d pod(s): %w", len(w.batch), err)
+	}
+	resp.PlacedOnExisting += len(result.Placements)
+	for _, u := range result.Unschedulable {
+		resp.Unschedulable = append(resp.Unschedulable, activities.UnschedulablePod{PodKey: podKey(u.Pod), Reason: u.Reason})
+	}
+
+	maxPlans := req.MaxNodePlans
+	if maxPlans <= 0 {
+		maxPlans = len(result.NewNodes) + w.totalMinNodes()
+	}
+	for i := range result.NewNodes {
+		plan := &result.NewNodes[i]
+		if len(resp.Plans) >= maxPlans {
+			for _, pod := range plan.Pods {
+				resp.Deferred = append(resp.Deferred, podKey(pod))
+			}
+			continue
+		}
+		pool := w.pools[plan.NodePool]
+		spec := w.launchSpec(cluster, pool, plan, p.registrationTimeout)
+		pool.planned++
+		pool.addUsage(pool.typeByName[plan.InstanceType])
+		resp.Plans = append(resp.Plans, spec)
+	}
+	slices.Sort(resp.Deferred)
+
+	for _, spec := range w.minNodesPlans(cluster, maxPlans-len(resp.Plans), p.registrationTimeout) {
+		resp.Plans = append(resp.Plans, spec)
+	}
+
+	p.logPlan(req, w, resp)
+	return resp, nil
+}
+
+func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.PlanResponse) {
+	for _, s := range resp.Skipped {
+		p.log.Warn("Skipped "+s.Kind, zap.String("name", s.Name), zap.String("reason", s.Reason))
+	}
+	if !p.log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
+	p.log.Debug("Planned batch",
+		zap.Int("requestedPods", len(req.PodKeys)), zap.Bool("allPending", req.AllPending),
+		zap.Int("podsConsidered", resp.PodsConsidered), zap.Int("placedOnExisting", resp.PlacedOnExisting),
+		zap.Int("inFlightPods", len(w.batchInFlight)), zap.Int("plans", len(resp.Plans)),
+		zap.Int("unschedulable", len(resp.Unschedulable)), zap.Int("deferred", len(resp.Deferred)),
+		zap.Strings("settled", resp.Settled), zap.Int("existingNodes", len(w.nodes)), zap.Int("inFlightNodes", len(w.inFlight)))
+	for _, spec := range resp.Plans {
+		p.log.Debug("Node plan", zap.String("nodePool", spec.NodePool), zap.Int("pods", len(spec.PodKeys)),
+			zap.String("reason", spec.LaunchReason))
+	}
+	for _, u := range resp.Unschedulable {
+		p.log.Debug("Unschedulable pod", zap.String("pod", u.PodKey), zap.String("reason", u.Reason))
+	}
+}
