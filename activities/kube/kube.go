@@ -145,6 +145,10 @@ func (a *Activities) Close() {
 	a.stopOnce.Do(func() { close(a.stop) })
 }
 
+// cacheSyncPollInterval is how often nodeCache checks whether the informer
+// has synced.
+const cacheSyncPollInterval = 100 * time.Millisecond
+
 // providerIDIndex indexes the Node cache by spec.providerID, which the API
 // server cannot select on (it is not a field selector for Nodes).
 const providerIDIndex = "spec.providerID"
@@ -167,14 +171,24 @@ func trimNode(obj any) (any, error) {
 	return obj, nil
 }
 
-// nodeCache starts the shared Node informer on first use and waits until it
-// has synced (or ctx ends).
+// nodeCache starts the shared Node informer on first use and waits,
+// heartbeating, until it has synced (or ctx ends: a worker without RBAC for
+// Nodes never syncs, and the activity's heartbeat timeout would otherwise
+// hide why).
 func (a *Activities) nodeCache(ctx context.Context) (cache.Indexer, error) {
 	// The informer lives as long as the activities, not as long as the
 	// activity that happened to start it.
 	a.startOnce.Do(func() { go a.nodes.RunWithContext(wait.ContextForChannel(a.stop)) })
-	if !cache.WaitForCacheSync(ctx.Done(), a.nodes.HasSynced) {
-		return nil, fmt.Errorf("node cache did not sync: %w", context.Cause(ctx))
+	// A short real-time poll: this is a start-up wait, not a deadline.
+	err := wait.PollUntilContextCancel(ctx, cacheSyncPollInterval, true, func(ctx context.Context) (bool, error) {
+		if a.nodes.HasSynced() {
+			return true, nil
+		}
+		heartbeat(ctx, "waiting for the Node cache to sync")
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node cache did not sync: %w", err)
 	}
 	return a.nodes.GetIndexer(), nil
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
@@ -189,6 +190,27 @@ func newHarness(t *testing.T, options ...harnessOption) *harness {
 	}
 	t.Cleanup(a.Close)
 	return &harness{activities: a, logs: logs, heartbeats: newHeartbeatRecorder()}
+}
+
+// offlineHarness has real clients for an address nothing listens on: for
+// tests of what the activities decide before talking to the API server.
+func offlineHarness(t *testing.T) *harness {
+	t.Helper()
+	unreachable := &rest.Config{Host: "https://127.0.0.1:1"}
+	clientset, err := kubernetes.NewForConfig(unreachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(unreachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Clientset: clientset, Dynamic: dynamicClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return &harness{activities: a, heartbeats: newHeartbeatRecorder()}
 }
 
 // environment is a Temporal test activity environment whose heartbeats the

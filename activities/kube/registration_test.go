@@ -152,8 +152,9 @@ func TestRegisterNodeOfAMissingNodeFails(t *testing.T) {
 	}
 }
 
+// Invalid requests fail before any API call, so the clients point nowhere.
 func TestRequestsMissingRequiredFieldsAreNotRetried(t *testing.T) {
-	h := newHarness(t)
+	h := offlineHarness(t)
 	tests := []struct {
 		name string
 		run  func() error
