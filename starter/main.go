@@ -21,6 +21,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		// Subcommands are added here, one per file.
 		newPlanCommand(),
+		newSetupCommand(),
+		newDevCommand(),
 	)
 	return root
 }
