@@ -1,0 +1,238 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/workflows"
+)
+
+// podsByNodeIndex indexes pods by spec.nodeName, so a node's pod count is a
+// lookup, not a scan.
+const podsByNodeIndex = "millwright.dev/pods-by-node"
+
+// maxPodKeysPerSignal bounds one podsPending signal's payload.
+const maxPodKeysPerSignal = 1000
+
+// PodWatcher feeds the provisioner with provisionable pods and each node
+// workflow with its node's pod count.
+type PodWatcher struct {
+	provisioner Provisioner
+	signaler    Signaler
+	cluster     string
+	clock       clock.PassiveClock
+	logger      *zap.Logger
+
+	pods  cache.SharedIndexInformer
+	nodes cache.SharedIndexInformer
+	// pending holds pod keys to report to the provisioner; nodeCounts holds
+	// node names whose pod count to report. Both deduplicate by key and
+	// retry with rate-limited backoff.
+	pending    workqueue.TypedRateLimitingInterface[string]
+	nodeCounts workqueue.TypedRateLimitingInterface[string]
+	// reported remembers the last count sent per node, so a pod's status
+	// updates do not each become a signal. Only the node-count goroutine
+	// touches it.
+	reported map[string]int
+}
+
+// NewPodWatcher registers its handlers on the factory's pod and node
+// informers; start the factory, then Run.
+func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisioner, c clock.PassiveClock, logger *zap.Logger) (*PodWatcher, error) {
+	w := &PodWatcher{
+		provisioner: provisioner,
+		signaler:    provisioner.Signaler,
+		cluster:     provisioner.Cluster,
+		clock:       c,
+		logger:      logger,
+		pods:        factory.Core().V1().Pods().Informer(),
+		nodes:       factory.Core().V1().Nodes().Informer(),
+		pending: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "provisionable-pods"}),
+		nodeCounts: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-pod-counts"}),
+		reported: map[string]int{},
+	}
+	if err := w.pods.AddIndexers(cache.Indexers{podsByNodeIndex: func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return nil, nil
+		}
+		return []string{pod.Spec.NodeName}, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("pod watcher: %w", err)
+	}
+	_, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onPod(nil, obj) },
+		UpdateFunc: func(old, obj any) { w.onPod(old, obj) },
+		DeleteFunc: func(obj any) { w.onPod(nil, obj) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod watcher: %w", err)
+	}
+	return w, nil
+}
+
+func (w *PodWatcher) onPod(old, obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if IsProvisionable(pod) {
+		w.pending.Add(cache.MetaObjectToName(pod).String())
+	}
+	if pod.Spec.NodeName != "" {
+		w.nodeCounts.Add(pod.Spec.NodeName)
+	}
+	if oldPod, ok := old.(*corev1.Pod); ok && oldPod.Spec.NodeName != "" && oldPod.Spec.NodeName != pod.Spec.NodeName {
+		w.nodeCounts.Add(oldPod.Spec.NodeName)
+	}
+}
+
+// Run processes the queues until ctx ends.
+func (w *PodWatcher) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		w.pending.ShutDown()
+		w.nodeCounts.ShutDown()
+	}()
+	go w.runPending(ctx)
+	w.runNodeCounts(ctx)
+}
+
+// runPending sends provisionable pods to the provisioner, many keys per
+// signal: it takes one key (blocking), then whatever else is queued.
+func (w *PodWatcher) runPending(ctx context.Context) {
+	for {
+		first, shutdown := w.pending.Get()
+		if shutdown {
+			return
+		}
+		keys := []string{first}
+		for w.pending.Len() > 0 && len(keys) < maxPodKeysPerSignal {
+			key, shutdown := w.pending.Get()
+			if shutdown {
+				break
+			}
+			keys = append(keys, key)
+		}
+		slices.Sort(keys)
+		err := w.provisioner.Signal(ctx, workflows.SignalPodsPending, workflows.PodsPending{PodKeys: keys})
+		for _, key := range keys {
+			if err != nil {
+				w.pending.AddRateLimited(key)
+			} else {
+				w.pending.Forget(key)
+			}
+			w.pending.Done(key)
+		}
+		if err != nil {
+			w.logger.Warn("signalling the provisioner failed; will retry", zap.Int("pods", len(keys)), zap.Error(err))
+		} else {
+			w.logger.Debug("signalled provisionable pods", zap.Int("pods", len(keys)))
+		}
+	}
+}
+
+func (w *PodWatcher) runNodeCounts(ctx context.Context) {
+	for {
+		nodeName, shutdown := w.nodeCounts.Get()
+		if shutdown {
+			return
+		}
+		if err := w.reportNodeCount(ctx, nodeName); err != nil {
+			w.logger.Warn("reporting a node's pod count failed; will retry", zap.String("node", nodeName), zap.Error(err))
+			w.nodeCounts.AddRateLimited(nodeName)
+		} else {
+			w.nodeCounts.Forget(nodeName)
+		}
+		w.nodeCounts.Done(nodeName)
+	}
+}
+
+func (w *PodWatcher) reportNodeCount(ctx context.Context, nodeName string) error {
+	obj, exists, err := w.nodes.GetIndexer().GetByKey(nodeName)
+	if err != nil || !exists {
+		delete(w.reported, nodeName)
+		return err
+	}
+	node := obj.(*corev1.Node)
+	nodeClaim := node.Labels[activities.NodeClaimLabel]
+	if nodeClaim == "" {
+		return nil // not a Millwright node
+	}
+	pods, err := w.pods.GetIndexer().ByIndex(podsByNodeIndex, nodeName)
+	if err != nil {
+		return err
+	}
+	count := 0
+	for _, obj := range pods {
+		if CountsTowardsEmptiness(obj.(*corev1.Pod)) {
+			count++
+		}
+	}
+	if last, ok := w.reported[nodeName]; ok && last == count {
+		return nil
+	}
+	err = signalNode(ctx, w.signaler, w.cluster, nodeClaim, workflows.SignalPodsChanged,
+		workflows.PodsChanged{NonDaemonSetPods: count, ObservedAt: w.clock.Now().UTC().Truncate(time.Millisecond)})
+	if err != nil {
+		return err
+	}
+	w.reported[nodeName] = count
+	return nil
+}
+
+// IsProvisionable tells whether a pod needs a node that does not exist: the
+// scheduler marked it Unschedulable, it is bound nowhere, it is not a
+// DaemonSet or mirror pod, and it is not on its way out.
+func IsProvisionable(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || isTerminal(pod) || IsDaemonSetPod(pod) || isMirrorPod(pod) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+// CountsTowardsEmptiness tells whether a pod keeps its node from being empty:
+// a running or pending workload pod. DaemonSet pods run on every node and
+// terminal or terminating pods are leaving.
+func CountsTowardsEmptiness(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && !isTerminal(pod) && !IsDaemonSetPod(pod) && !isMirrorPod(pod)
+}
+
+// IsDaemonSetPod tells whether a DaemonSet controls the pod.
+func IsDaemonSetPod(pod *corev1.Pod) bool {
+	for _, owner := range pod.OwnerReferences {
+		if owner.Controller != nil && *owner.Controller && owner.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+func isMirrorPod(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+func isTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,149 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	v1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/workflows"
+)
+
+// Resources of Millwright's CRDs.
+var (
+	NodePoolResource     = v1.GroupVersion.WithResource("nodepools")
+	EC2NodeClassResource = v1.GroupVersion.WithResource("ec2nodeclasses")
+)
+
+// Event reasons the pool watcher records.
+const (
+	ReasonInvalidNodePool     = "InvalidNodePool"
+	ReasonInvalidEC2NodeClass = "InvalidEC2NodeClass"
+)
+
+// PoolWatcher validates NodePools and EC2NodeClasses as they change: an
+// invalid one gets a Warning event and a log line naming the field (the
+// planner skips it; the rest keep working), and any change asks the
+// provisioner for a planning pass (a new pool may fit pending pods; minNodes
+// may have grown).
+type PoolWatcher struct {
+	provisioner Provisioner
+	recorder    record.EventRecorder
+	logger      *zap.Logger
+	informers   map[schema.GroupVersionResource]cache.SharedIndexInformer
+	queue       workqueue.TypedRateLimitingInterface[poolKey]
+}
+
+type poolKey struct {
+	resource schema.GroupVersionResource
+	name     string
+}
+
+// NewPoolWatcher registers informers for both CRDs on the factory.
+func NewPoolWatcher(factory dynamicinformer.DynamicSharedInformerFactory, provisioner Provisioner, recorder record.EventRecorder, logger *zap.Logger) (*PoolWatcher, error) {
+	w := &PoolWatcher{
+		provisioner: provisioner,
+		recorder:    recorder,
+		logger:      logger,
+		informers:   map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[poolKey](),
+			workqueue.TypedRateLimitingQueueConfig[poolKey]{Name: "node-pools"}),
+	}
+	for _, resource := range []schema.GroupVersionResource{NodePoolResource, EC2NodeClassResource} {
+		informer := factory.ForResource(resource).Informer()
+		enqueue := func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				w.queue.Add(poolKey{resource: resource, name: u.GetName()})
+			}
+		}
+		_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue,
+			UpdateFunc: func(old, obj any) {
+				// Status-only updates do not change what the planner sees.
+				if o, ok := old.(*unstructured.Unstructured); ok {
+					if n, ok := obj.(*unstructured.Unstructured); ok && o.GetGeneration() == n.GetGeneration() {
+						return
+					}
+				}
+				enqueue(obj)
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pool watcher: %w", err)
+		}
+		w.informers[resource] = informer
+	}
+	return w, nil
+}
+
+// Run processes changes until ctx ends.
+func (w *PoolWatcher) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := w.handle(ctx, key); err != nil {
+			w.logger.Warn("handling a NodePool change failed; will retry", zap.String("name", key.name), zap.Error(err))
+			w.queue.AddRateLimited(key)
+		} else {
+			w.queue.Forget(key)
+		}
+		w.queue.Done(key)
+	}
+}
+
+func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
+	obj, exists, err := w.informers[key.resource].GetIndexer().GetByKey(key.name)
+	if err != nil || !exists {
+		return err
+	}
+	u := obj.(*unstructured.Unstructured)
+	kind := "NodePool"
+	reason := ReasonInvalidNodePool
+	if validationErr := ValidateObject(u, key.resource); validationErr != nil {
+		if key.resource == EC2NodeClassResource {
+			kind, reason = "EC2NodeClass", ReasonInvalidEC2NodeClass
+		}
+		w.logger.Error("invalid "+kind+"; it will not be used until fixed", zap.String("name", key.name), zap.Error(validationErr))
+		w.recorder.Event(u, corev1.EventTypeWarning, reason, validationErr.Error())
+		return nil
+	}
+	return w.provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{
+		Reason: fmt.Sprintf("%s %s changed", key.resource.Resource, key.name)})
+}
+
+// ValidateObject decodes a NodePool or EC2NodeClass, applies the API's
+// defaults and validates it; the error names every broken field.
+func ValidateObject(u *unstructured.Unstructured, resource schema.GroupVersionResource) error {
+	switch resource {
+	case NodePoolResource:
+		var pool v1.NodePool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
+			return fmt.Errorf("NodePool %s: %w", u.GetName(), err)
+		}
+		pool.SetDefaults()
+		return pool.Validate()
+	case EC2NodeClassResource:
+		var class v1.EC2NodeClass
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &class); err != nil {
+			return fmt.Errorf("EC2NodeClass %s: %w", u.GetName(), err)
+		}
+		class.SetDefaults()
+		return class.Validate()
+	}
+	return fmt.Errorf("unknown resource %s", resource)
+}
