@@ -239,7 +239,7 @@ func (w *nodeLifecycle) stateView() (NodeStateView, error) {
 		view.RegistrationDeadline = w.state.RegistrationDeadline
 	}
 	if w.state.Phase == PhaseDraining {
-		view.DrainDeadline = w.drainDeadline
+		_, view.DrainDeadline = w.drainParameters()
 	}
 	for _, name := range workflow.DeterministicKeys(w.timers) {
 		view.Timers = append(view.Timers, PendingTimer{Name: name, FiresAt: w.timers[name]})

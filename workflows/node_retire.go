@@ -15,26 +15,23 @@ func (w *nodeLifecycle) drain() {
 		w.enterPhase(PhaseTerminating)
 		return
 	}
-	termination := w.state.Termination
-	w.drainVoluntary = termination.Voluntary
-	w.drainDeadline = termination.Deadline
-	if grace, enabled := w.spec.TerminationGracePeriod.Get(); enabled {
-		w.drainDeadline = earliest(w.drainDeadline, termination.RequestedAt.Add(grace))
-	}
 	for {
+		voluntary, deadline := w.drainParameters()
 		request := activities.DrainRequest{
 			NodeName:  w.state.NodeName,
-			Reason:    describeTermination(*termination),
-			Voluntary: w.drainVoluntary,
-			Deadline:  w.drainDeadline,
+			Reason:    describeTermination(*w.state.Termination),
+			Voluntary: voluntary,
+			Deadline:  deadline,
 		}
-		paramsChanged := func() bool {
-			return w.drainVoluntary != request.Voluntary || !w.drainDeadline.Equal(request.Deadline)
+		parametersChanged := func() bool {
+			voluntary, deadline := w.drainParameters()
+			return voluntary != request.Voluntary || !deadline.Equal(request.Deadline)
 		}
 		var drained activities.DrainResponse
-		restarted, err := w.executeUnless(paramsChanged, drainOptions(), activities.DrainActivity, request, &drained)
+		restarted, err := w.executeUnless(parametersChanged, drainOptions(), activities.DrainActivity, request, &drained)
 		if restarted {
-			w.decide("Drain restarted: voluntary=%v, deadline %s", w.drainVoluntary, formatDeadline(w.drainDeadline))
+			voluntary, deadline := w.drainParameters()
+			w.decide("Drain restarted: voluntary=%v, deadline %s", voluntary, formatDeadline(deadline))
 			continue
 		}
 		if err != nil {
@@ -48,6 +45,20 @@ func (w *nodeLifecycle) drain() {
 		break
 	}
 	w.enterPhase(PhaseTerminating)
+}
+
+// drainParameters derive from the termination reason, any involuntary
+// request that came after it, and the pool's terminationGracePeriod
+// (counted from the termination request, for a deleted Node from its
+// deletion timestamp).
+func (w *nodeLifecycle) drainParameters() (voluntary bool, deadline time.Time) {
+	termination := w.state.Termination
+	voluntary = termination.Voluntary && !w.escalated
+	deadline = earliest(termination.Deadline, w.escalatedDeadline)
+	if grace, enabled := w.spec.TerminationGracePeriod.Get(); enabled {
+		deadline = earliest(deadline, termination.RequestedAt.Add(grace))
+	}
+	return voluntary, deadline
 }
 
 // terminate terminates the instance, waits until EC2 confirms, then deletes

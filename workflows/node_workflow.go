@@ -63,10 +63,11 @@ type nodeLifecycle struct {
 	// main loop (the check runs an activity; callbacks must stay small).
 	emptyTTLFired bool
 
-	// drainVoluntary and drainDeadline parametrise the Drain activity; an
-	// involuntary request arriving during a voluntary drain tightens them.
-	drainVoluntary bool
-	drainDeadline  time.Time
+	// escalated: an involuntary request (an interruption) arrived after the
+	// termination reason was set; it makes the drain involuntary and
+	// escalatedDeadline (if set) bounds it.
+	escalated         bool
+	escalatedDeadline time.Time
 
 	// cancelled: the workflow was cancelled and w.ctx is now a disconnected
 	// context, so cleanup can still run activities.
@@ -216,9 +217,9 @@ func (w *nodeLifecycle) requestTermination(t Termination) {
 		return
 	}
 	w.decide("Also requested while already terminating (%s): %s", w.state.Termination.Reason, describeTermination(t))
-	if w.state.Phase == PhaseDraining && !t.Voluntary {
-		w.drainVoluntary = false
-		w.drainDeadline = earliest(w.drainDeadline, t.Deadline)
+	if !t.Voluntary {
+		w.escalated = true
+		w.escalatedDeadline = earliest(w.escalatedDeadline, t.Deadline)
 	}
 }
 

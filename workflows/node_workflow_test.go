@@ -236,6 +236,20 @@ func TestNodeLeavesReady(t *testing.T) {
 			},
 		},
 		{
+			name:       "an interruption right behind a manual drain makes the drain involuntary",
+			podsAtInit: 1,
+			setup: func(h *harness) {
+				h.at(2*time.Hour, func() {
+					h.env.SignalWorkflowSkippingWorkflowTask(SignalDrain, DrainRequest{Reason: "maintenance", Requester: "kim"})
+					h.env.SignalWorkflow(SignalInterruption, Interruption{Kind: InterruptionSpotWarning, EventID: "e-4", Deadline: t0.Add(2*time.Hour + 2*time.Minute)})
+				})
+			},
+			reason:          ReasonDrained,
+			requestedAt:     2 * time.Hour,
+			drainDeadline:   2*time.Hour + 2*time.Minute,
+			replanDisrupted: true,
+		},
+		{
 			name:       "rebalance recommendation is only recorded",
 			podsAtInit: 1,
 			setup: func(h *harness) {
