@@ -96,10 +96,11 @@ func (w *nodeLifecycle) initialize() {
 		return
 	}
 
-	// A pod-count signal observed after the activity started is fresher than
-	// the activity's answer.
+	// The activity counted pods at some moment after it started; a
+	// pod-count signal observed after that start wins over its answer, and
+	// any report observed later still applies.
 	if w.state.Pods.ObservedAt.Before(started) {
-		w.state.Pods = PodCount{NonDaemonSet: initialized.NonDaemonSetPods, ObservedAt: workflow.Now(w.ctx)}
+		w.state.Pods = PodCount{NonDaemonSet: initialized.NonDaemonSetPods, ObservedAt: started}
 	}
 	w.state.InitializedAt = workflow.Now(w.ctx)
 	w.logger.Info("Initialized node", "node", w.state.NodeName, "pods", w.state.Pods.NonDaemonSet)

@@ -56,6 +56,9 @@ func (p *provisioner) runBatch() {
 		p.pendingPods[key] = struct{}{}
 	}
 	p.logUnschedulable(plan.Unschedulable)
+	for _, skipped := range plan.Skipped {
+		p.logger.Warn(fmt.Sprintf("%s %s skipped by planning: %s", skipped.Kind, skipped.Name, skipped.Reason))
+	}
 	if len(plan.Plans) == 0 {
 		return
 	}

@@ -151,6 +151,7 @@ func TestBatchStartsOneNodeWorkflowPerPlan(t *testing.T) {
 		Plans:          []activities.NodeLaunchSpec{nodePlan("default", "default/web-1", "default/web-2"), nodePlan("gpu", "ml/train-1")},
 		PodsConsidered: 4,
 		Unschedulable:  []activities.UnschedulablePod{{PodKey: "default/huge", Reason: "no instance type has 4096 GiB memory"}},
+		Skipped:        []activities.SkippedObject{{Kind: "NodePool", Name: "legacy", Reason: "spec.template.spec.nodeClassRef.name: Required value"}},
 	}, nil)
 
 	next := h.runProvisioner(provisionerInput())
@@ -190,6 +191,7 @@ func TestBatchStartsOneNodeWorkflowPerPlan(t *testing.T) {
 		"Computed packing for 2 pod(s) with instance type option(s) [m5.large m5.xlarge]",
 		"Computed packing for 1 pod(s) with instance type option(s) [m5.large m5.xlarge]",
 		"Pod is unschedulable",
+		"NodePool legacy skipped by planning: spec.template.spec.nodeClassRef.name: Required value",
 	} {
 		if !h.rec.hasLog(line) {
 			t.Errorf("missing log line %q; got %q", line, h.rec.logLines())
