@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -91,7 +92,7 @@ func (w *PodWatcher) onPod(old, obj any) {
 	if !ok {
 		return
 	}
-	if IsProvisionable(pod) {
+	if planning.IsProvisionable(pod) {
 		w.pending.Add(cache.MetaObjectToName(pod).String())
 	}
 	if pod.Spec.NodeName != "" {
@@ -194,21 +195,6 @@ func (w *PodWatcher) reportNodeCount(ctx context.Context, nodeName string) error
 	}
 	w.reported[nodeName] = count
 	return nil
-}
-
-// IsProvisionable tells whether a pod needs a node that does not exist: the
-// scheduler marked it Unschedulable, it is bound nowhere, it is not a
-// DaemonSet or mirror pod, and it is not on its way out.
-func IsProvisionable(pod *corev1.Pod) bool {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || isTerminal(pod) || IsDaemonSetPod(pod) || isMirrorPod(pod) {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
 }
 
 // CountsTowardsEmptiness tells whether a pod keeps its node from being empty:

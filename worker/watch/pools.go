@@ -14,14 +14,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/millwright/millwright/activities/planning"
 	v1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
-)
-
-// Resources of Millwright's CRDs.
-var (
-	NodePoolResource     = v1.GroupVersion.WithResource("nodepools")
-	EC2NodeClassResource = v1.GroupVersion.WithResource("ec2nodeclasses")
 )
 
 // Event reasons the pool watcher records.
@@ -58,7 +53,7 @@ func NewPoolWatcher(factory dynamicinformer.DynamicSharedInformerFactory, provis
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[poolKey](),
 			workqueue.TypedRateLimitingQueueConfig[poolKey]{Name: "node-pools"}),
 	}
-	for _, resource := range []schema.GroupVersionResource{NodePoolResource, EC2NodeClassResource} {
+	for _, resource := range []schema.GroupVersionResource{planning.NodePoolResource, planning.EC2NodeClassResource} {
 		informer := factory.ForResource(resource).Informer()
 		enqueue := func(obj any) {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -115,7 +110,7 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 	kind := "NodePool"
 	reason := ReasonInvalidNodePool
 	if validationErr := ValidateObject(u, key.resource); validationErr != nil {
-		if key.resource == EC2NodeClassResource {
+		if key.resource == planning.EC2NodeClassResource {
 			kind, reason = "EC2NodeClass", ReasonInvalidEC2NodeClass
 		}
 		w.logger.Error("invalid "+kind+"; it will not be used until fixed", zap.String("name", key.name), zap.Error(validationErr))
@@ -130,14 +125,14 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 // defaults and validates it; the error names every broken field.
 func ValidateObject(u *unstructured.Unstructured, resource schema.GroupVersionResource) error {
 	switch resource {
-	case NodePoolResource:
+	case planning.NodePoolResource:
 		var pool v1.NodePool
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
 			return fmt.Errorf("NodePool %s: %w", u.GetName(), err)
 		}
 		pool.SetDefaults()
 		return pool.Validate()
-	case EC2NodeClassResource:
+	case planning.EC2NodeClassResource:
 		var class v1.EC2NodeClass
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &class); err != nil {
 			return fmt.Errorf("EC2NodeClass %s: %w", u.GetName(), err)

@@ -1,0 +1,139 @@
+// Command worker is a Millwright worker: it runs the provisioning and node
+// workflows and their activities on a Temporal task queue, watches the
+// cluster's pods, Nodes and NodePools, and polls the interruption queue.
+// Several workers may run against the same task queue (they are stateless:
+// Temporal holds every lifecycle).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/millwright/millwright/worker/connect"
+	"github.com/millwright/millwright/worker/run"
+	"github.com/millwright/millwright/workflows"
+)
+
+type flags struct {
+	temporal            connect.Temporal
+	taskQueue           string
+	clusterName         string
+	kubeconfig          string
+	clusterEndpoint     string
+	awsRegion           string
+	awsEndpoint         string
+	pricing             bool
+	interruptionQueue   string
+	logLevel            string
+	batchIdle           time.Duration
+	batchMax            time.Duration
+	registrationTimeout time.Duration
+}
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	f := flags{}
+	cmd := &cobra.Command{
+		Use:           "worker",
+		Short:         "Run a Millwright worker: workflows, activities, cluster watchers and the interruption poller",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runWorker(ctx, f)
+		},
+	}
+	fs := cmd.Flags()
+	f.temporal.BindFlags(fs)
+	fs.StringVar(&f.taskQueue, "task-queue", connect.EnvOr("MILLWRIGHT_TASK_QUEUE", run.DefaultTaskQueue), "Temporal task queue [$MILLWRIGHT_TASK_QUEUE]")
+	fs.StringVar(&f.clusterName, "cluster-name", os.Getenv("MILLWRIGHT_CLUSTER_NAME"), "name of the cluster this worker provisions for [$MILLWRIGHT_CLUSTER_NAME]")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster [$KUBECONFIG]")
+	fs.StringVar(&f.clusterEndpoint, "cluster-endpoint", os.Getenv("MILLWRIGHT_CLUSTER_ENDPOINT"), "API server URL nodes join (default: the kubeconfig's) [$MILLWRIGHT_CLUSTER_ENDPOINT]")
+	fs.StringVar(&f.awsRegion, "aws-region", connect.EnvOr("AWS_REGION", os.Getenv("AWS_DEFAULT_REGION")), "AWS region [$AWS_REGION]")
+	fs.StringVar(&f.awsEndpoint, "aws-endpoint", os.Getenv("AWS_ENDPOINT_URL"), "EC2/SQS endpoint override, e.g. the local emulator [$AWS_ENDPOINT_URL]")
+	fs.BoolVar(&f.pricing, "pricing", os.Getenv("MILLWRIGHT_PRICING") == "true", "read on-demand prices from the AWS Pricing API (else the embedded catalog) [$MILLWRIGHT_PRICING=true]")
+	fs.StringVar(&f.interruptionQueue, "interruption-queue", os.Getenv("MILLWRIGHT_INTERRUPTION_QUEUE"), "SQS queue (name or URL) of interruption events; empty disables [$MILLWRIGHT_INTERRUPTION_QUEUE]")
+	fs.StringVar(&f.logLevel, "log-level", connect.EnvOr("MILLWRIGHT_LOG_LEVEL", "info"), "debug, info, warn or error [$MILLWRIGHT_LOG_LEVEL]")
+	fs.DurationVar(&f.batchIdle, "batch-idle-duration", workflows.DefaultIdleWindow, "close a batch of pending pods after this long without new ones")
+	fs.DurationVar(&f.batchMax, "batch-max-duration", workflows.DefaultMaxWindow, "close a batch of pending pods after this long in all")
+	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
+	return cmd
+}
+
+func runWorker(ctx context.Context, f flags) error {
+	logger, err := NewLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	defer logger.Sync() //nolint:errcheck // best effort on exit
+	kubeConfig, err := kubernetesConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	temporalClient, err := f.temporal.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer temporalClient.Close()
+	return run.Run(ctx, run.Config{
+		Temporal:            temporalClient,
+		Namespace:           f.temporal.Namespace,
+		TaskQueue:           f.taskQueue,
+		ClusterName:         f.clusterName,
+		Kubernetes:          kubeConfig,
+		ClusterEndpoint:     f.clusterEndpoint,
+		AWSRegion:           f.awsRegion,
+		AWSEndpoint:         f.awsEndpoint,
+		Pricing:             f.pricing,
+		InterruptionQueue:   f.interruptionQueue,
+		Provisioner:         workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
+		RegistrationTimeout: f.registrationTimeout,
+		Logger:              logger,
+	})
+}
+
+func kubernetesConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		config, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not running in a cluster: %w", err)
+		}
+		return config, nil
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	return config, nil
+}
+
+// NewLogger builds the worker's zap logger at level.
+func NewLogger(level string) (*zap.Logger, error) {
+	parsed, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(parsed)
+	cfg.Encoding = "console"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return cfg.Build()
+}

@@ -1,0 +1,278 @@
+// Package run owns one Millwright worker's life: it builds the clients
+// (Temporal, Kubernetes, EC2, SQS), registers the workflows and activities on
+// a Temporal worker, starts the informers and watchers that turn cluster
+// changes into signals and the SQS interruption poller, and stops them all
+// when its context ends. The worker binary and `starter dev` both run it.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/activities/millwright"
+	"github.com/millwright/millwright/activities/planning"
+	"github.com/millwright/millwright/worker/interruption"
+	"github.com/millwright/millwright/worker/watch"
+	"github.com/millwright/millwright/workflows"
+)
+
+// DefaultTaskQueue is where Millwright's workflows and activities run.
+const DefaultTaskQueue = "millwright"
+
+// informerResync re-delivers every object periodically so a lost signal is
+// eventually sent again.
+const informerResync = 10 * time.Minute
+
+// Config is everything a worker needs.
+type Config struct {
+	// Temporal is a connected client; Namespace is its namespace.
+	Temporal  client.Client
+	Namespace string
+	// TaskQueue defaults to DefaultTaskQueue.
+	TaskQueue string
+	// ClusterName identifies the cluster in workflow ids, tags and discovery.
+	ClusterName string
+	// Kubernetes reaches the API server.
+	Kubernetes *rest.Config
+	// ClusterEndpoint and ClusterCA are what nodes join with (userData);
+	// default: the Kubernetes config's host and CA.
+	ClusterEndpoint string
+	ClusterCA       []byte
+	// ServiceCIDR of the cluster (default 10.96.0.0/12).
+	ServiceCIDR string
+
+	// AWSRegion and AWSEndpoint (the local emulator's URL, or empty for AWS).
+	AWSRegion   string
+	AWSEndpoint string
+	// AWSCredentials replace the default credential chain when set.
+	AWSCredentials aws.CredentialsProvider
+	// Pricing turns on the Pricing API for on-demand prices.
+	Pricing bool
+	// InterruptionQueue is the SQS queue name or URL; empty disables the
+	// poller.
+	InterruptionQueue string
+
+	// Provisioner tunes a newly started provisioning workflow.
+	Provisioner workflows.ProvisionerInput
+	// RegistrationTimeout overrides the default 15 minutes.
+	RegistrationTimeout time.Duration
+
+	Clock  clock.WithTicker
+	Logger *zap.Logger
+}
+
+// Run runs the worker until ctx ends, then stops everything it started.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	kubeClient, err := kubernetes.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return fmt.Errorf("worker: Kubernetes client: %w", err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return fmt.Errorf("worker: Kubernetes dynamic client: %w", err)
+	}
+	kubeVersion := ""
+	if info, err := kubeClient.Discovery().ServerVersion(); err == nil {
+		kubeVersion = strings.TrimPrefix(info.Major, "v") + "." + strings.TrimSuffix(info.Minor, "+")
+	} else {
+		return fmt.Errorf("worker: reaching the Kubernetes API server at %s: %w", cfg.Kubernetes.Host, err)
+	}
+
+	factory := informers.NewSharedInformerFactory(kubeClient, informerResync)
+	dynamicFactory := dynamicinformer.NewDynamicSharedInformerFactory(dynamicClient, informerResync)
+
+	ec2Client, err := cloud.NewEC2Client(ctx, cloud.Config{Region: cfg.AWSRegion, Endpoint: cfg.AWSEndpoint, Credentials: cfg.AWSCredentials, Pricing: cfg.Pricing})
+	if err != nil {
+		return fmt.Errorf("worker: EC2 client: %w", err)
+	}
+	acts, err := millwright.New(millwright.Config{
+		Cluster: cloud.ClusterInfo{
+			Name: cfg.ClusterName, Endpoint: cfg.ClusterEndpoint, CertificateAuthority: cfg.ClusterCA,
+			ServiceCIDR: cfg.ServiceCIDR, KubernetesVersion: kubeVersion,
+		},
+		Region:              cfg.AWSRegion,
+		Kubernetes:          kubeClient,
+		Dynamic:             dynamicClient,
+		State:               planning.NewInformerState(factory, dynamicFactory),
+		EC2:                 ec2Client,
+		Temporal:            cfg.Temporal,
+		Clock:               cfg.Clock,
+		Logger:              logger,
+		RegistrationTimeout: cfg.RegistrationTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: activities: %w", err)
+	}
+	defer acts.Close()
+
+	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, sdkworker.Options{})
+	workflows.Register(temporalWorker)
+	activities.Register(temporalWorker, acts)
+
+	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Provisioner}
+	podWatcher, err := watch.NewPodWatcher(factory, provisioner, cfg.Clock, logger.Named("pods"))
+	if err != nil {
+		return err
+	}
+	nodeWatcher, err := watch.NewNodeWatcher(factory, cfg.Temporal, cfg.ClusterName, logger.Named("nodes"))
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "millwright"})
+	poolWatcher, err := watch.NewPoolWatcher(dynamicFactory, provisioner, recorder, logger.Named("nodepools"))
+	if err != nil {
+		return err
+	}
+	nodeInformer := factory.Core().V1().Nodes().Informer()
+	if err := interruption.AddInstanceIndex(nodeInformer); err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(runCtx.Done())
+	dynamicFactory.Start(runCtx.Done())
+	defer factory.Shutdown()
+	for informerType, synced := range factory.WaitForCacheSync(runCtx.Done()) {
+		if !synced {
+			return fmt.Errorf("worker: %v informer did not sync", informerType)
+		}
+	}
+	for resource, synced := range dynamicFactory.WaitForCacheSync(runCtx.Done()) {
+		if !synced {
+			return fmt.Errorf("worker: %s informer did not sync", resource.Resource)
+		}
+	}
+
+	if err := temporalWorker.Start(); err != nil {
+		return fmt.Errorf("worker: starting the Temporal worker on task queue %q: %w", cfg.TaskQueue, err)
+	}
+	defer temporalWorker.Stop()
+
+	done := make(chan struct{}, 4)
+	goRun := func(f func(context.Context)) {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f(runCtx)
+		}()
+	}
+	goRun(podWatcher.Run)
+	goRun(nodeWatcher.Run)
+	goRun(poolWatcher.Run)
+	running := 3
+	if cfg.InterruptionQueue != "" {
+		sqsClient, err := newSQSClient(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		poller := &interruption.Poller{
+			SQS: sqsClient, Queue: cfg.InterruptionQueue, Signaler: cfg.Temporal, Logger: logger.Named("interruption"),
+			Finder: &interruption.Finder{Cluster: cfg.ClusterName, Nodes: nodeInformer, Visibility: cfg.Temporal, Namespace: cfg.Namespace},
+		}
+		goRun(func(ctx context.Context) {
+			if err := poller.Run(ctx); err != nil {
+				logger.Error("the interruption poller stopped", zap.Error(err))
+			}
+		})
+		running++
+	}
+
+	// A planning pass at start covers what happened while no worker ran:
+	// pods that became pending, pools whose minNodes are not met.
+	if err := provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{Reason: "worker started"}); err != nil {
+		logger.Warn("asking the provisioner for a planning pass failed", zap.Error(err))
+	}
+	logger.Info("Millwright worker started", zap.String("cluster", cfg.ClusterName), zap.String("taskQueue", cfg.TaskQueue),
+		zap.String("namespace", cfg.Namespace), zap.Bool("interruptionQueue", cfg.InterruptionQueue != ""))
+
+	<-ctx.Done()
+	cancel()
+	for range running {
+		<-done
+	}
+	logger.Info("Millwright worker stopped")
+	return nil
+}
+
+func (cfg *Config) defaults() error {
+	switch {
+	case cfg.Temporal == nil:
+		return errors.New("worker: a Temporal client is required")
+	case cfg.Kubernetes == nil:
+		return errors.New("worker: a Kubernetes configuration is required (--kubeconfig, or run in a cluster)")
+	case cfg.ClusterName == "":
+		return errors.New("worker: the cluster name is required (--cluster-name)")
+	case cfg.AWSRegion == "":
+		return errors.New("worker: the AWS region is required (--aws-region or AWS_REGION)")
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = DefaultTaskQueue
+	}
+	if cfg.ClusterEndpoint == "" {
+		cfg.ClusterEndpoint = cfg.Kubernetes.Host
+	}
+	if cfg.ClusterCA == nil {
+		cfg.ClusterCA = cfg.Kubernetes.CAData
+	}
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = "10.96.0.0/12"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+func newSQSClient(ctx context.Context, cfg Config) (*sqs.Client, error) {
+	options := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(cfg.AWSRegion)}
+	if cfg.AWSCredentials != nil {
+		options = append(options, awsconfig.WithCredentialsProvider(cfg.AWSCredentials))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, options...)
+	if err != nil {
+		return nil, fmt.Errorf("worker: SQS client: %w", err)
+	}
+	return sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
+		if cfg.AWSEndpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.AWSEndpoint)
+		}
+	}), nil
+}
+
+// StaticCredentials are fixed credentials, for the local emulator.
+func StaticCredentials(id, secret string) aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider(id, secret, "")
+}
