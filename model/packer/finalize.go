@@ -2,7 +2,6 @@ package packer
 
 import (
 	"fmt"
-	"maps"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,7 +145,7 @@ func (p *packer) result() Result {
 			CapacityType:  ct,
 			Price:         pt.price[n.slot],
 			Zones:         []string{zone},
-			Labels:        maps.Clone(labels),
+			Labels:        labels,
 			Taints:        append([]corev1.Taint(nil), pl.taints...),
 			StartupTaints: append([]corev1.Taint(nil), pl.spec.StartupTaints...),
 			Requests:      n.podReq,

@@ -109,7 +109,8 @@ type NodePlan struct {
 	Zones         []string
 	CapacityTypes []string
 	// Labels the node will carry (canonical keys plus Karpenter aliases),
-	// hostname excluded.
+	// hostname excluded. Plans of the same launch share one map: treat it
+	// as read-only (copy before adding labels).
 	Labels        map[string]string
 	Taints        []corev1.Taint
 	StartupTaints []corev1.Taint
