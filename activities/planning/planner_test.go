@@ -1,0 +1,418 @@
+package planning
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/cloud"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+)
+
+func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	nodeClass := createNodeClass(t)
+	pool := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge").taint("dedicated").create(t)
+	ns := createNamespace(t)
+	var keys []string
+	for range 3 {
+		keys = append(keys, newPod(ns, uniqueName("web"), "500m", "1Gi").selectPool(pool).tolerate("dedicated").createPending(t))
+	}
+	keys = sortedCopy(keys)
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys, MaxNodePlans: 10})
+
+	if resp.PodsConsidered != 3 || resp.PlacedOnExisting != 0 || len(resp.Unschedulable) != 0 {
+		t.Fatalf("considered %d, placed %d, unschedulable %v; want 3, 0, none", resp.PodsConsidered, resp.PlacedOnExisting, resp.Unschedulable)
+	}
+	plans := plansOfPool(resp, pool)
+	if len(plans) != 1 {
+		t.Fatalf("plans for pool %s: %d, want 1 (all plans: %+v)", pool, len(plans), resp.Plans)
+	}
+	spec := plans[0]
+	if got, want := optionNames(spec), []string{"m5.large", "m5.xlarge"}; !slices.Equal(got, want) {
+		t.Errorf("options %v, want %v (cheapest first)", got, want)
+	}
+	zone := spec.InstanceTypeOptions[0].Offerings[0].Zone
+	for _, option := range spec.InstanceTypeOptions {
+		for _, o := range option.Offerings {
+			if o.Zone != zone || o.CapacityType != activities.CapacityTypeOnDemand || o.PricePerHour <= 0 {
+				t.Errorf("option %s offering %+v: want on-demand in %s with a price", option.Name, o, zone)
+			}
+		}
+	}
+	if !slices.Equal(spec.PodKeys, keys) {
+		t.Errorf("pod keys %v, want %v", spec.PodKeys, keys)
+	}
+	if spec.Cluster != testClusterName || spec.NodeClassName != nodeClass || spec.NodeClaimName != "" {
+		t.Errorf("cluster %q, node class %q, node claim %q; want %q, %q and a name left to the provisioner",
+			spec.Cluster, spec.NodeClassName, spec.NodeClaimName, testClusterName, nodeClass)
+	}
+	wantLabels := map[string]string{poolLabel: pool, apisv1.LabelNodePool: pool}
+	if !reflect.DeepEqual(spec.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v (no instance-type labels: the launch picks the type)", spec.Labels, wantLabels)
+	}
+	if len(spec.Taints) != 1 || spec.Taints[0].Key != "dedicated" {
+		t.Errorf("taints %v, want the pool's", spec.Taints)
+	}
+	wantReq := corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large", "m5.xlarge"}}
+	if !slices.ContainsFunc(spec.Requirements, func(r corev1.NodeSelectorRequirement) bool { return reflect.DeepEqual(r, wantReq) }) {
+		t.Errorf("requirements %v lack %v", spec.Requirements, wantReq)
+	}
+	if d, ok := spec.ExpireAfter.Get(); !ok || d != 720*time.Hour {
+		t.Errorf("expireAfter %s, want the default 720h", spec.ExpireAfter)
+	}
+	if d, ok := spec.ConsolidateAfter.Get(); !ok || d != 0 {
+		t.Errorf("consolidateAfter %s, want the default 0s", spec.ConsolidateAfter)
+	}
+	if !spec.TerminationGracePeriod.IsNever() {
+		t.Errorf("terminationGracePeriod %s, want Never (unset)", spec.TerminationGracePeriod)
+	}
+	for _, want := range []string{"3 pod(s) (", "need cpu 1500m, memory 3Gi", "chose m5.large on-demand " + zone + " $0.0960/h",
+		"1 fallback option(s)", "by pool requirement node.kubernetes.io/instance-type"} {
+		if !strings.Contains(spec.LaunchReason, want) {
+			t.Errorf("launch reason %q lacks %q", spec.LaunchReason, want)
+		}
+	}
+	named := spec
+	named.NodeClaimName = "claim"
+	if err := named.Validate(); err != nil {
+		t.Errorf("the spec, once named, is not valid: %v", err)
+	}
+}
+
+// A pod the real kube-scheduler found no node for is provisionable.
+func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
+	ns := createNamespace(t)
+	pod := newPod(ns, "unplaceable", "1", "1Gi").selectPool(pool).defaultScheduler().create(t)
+	eventually(t, time.Minute, "kube-scheduler marks the pod Unschedulable", func(ctx context.Context) (bool, error) {
+		live, err := testClientset.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && IsProvisionable(live), err
+	})
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: []string{ns + "/" + pod.Name}})
+	plans := plansOfPool(resp, pool)
+	if len(plans) != 1 || !slices.Equal(plans[0].PodKeys, []string{ns + "/" + pod.Name}) {
+		t.Fatalf("plans %+v, want one node for %s/%s", resp.Plans, ns, pod.Name)
+	}
+}
+
+func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	nodeClass := createNodeClass(t)
+	ns := createNamespace(t)
+	cases := []struct {
+		name string
+		// node builds the Node the pods could go to; disrupted names it in
+		// the request.
+		node      func(pool string) *nodeBuilder
+		fill      string // cpu a pod already bound to the node requests
+		disrupted bool
+		wantPlans int
+	}{
+		{name: "a Ready node with room takes the pods, managed by Millwright or not",
+			node: func(pool string) *nodeBuilder { return newNode("4", "16Gi").label(poolLabel, pool) }},
+		{name: "a Millwright node still starting up takes them despite its unregistered taint",
+			node: func(pool string) *nodeBuilder {
+				return newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
+					taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute)
+			}},
+		{name: "a full node does not",
+			node: func(pool string) *nodeBuilder { return newNode("1", "16Gi").label(poolLabel, pool) },
+			fill: "900m", wantPlans: 1},
+		{name: "a cordoned node does not",
+			node:      func(pool string) *nodeBuilder { return newNode("4", "16Gi").label(poolLabel, pool).unschedulable() },
+			wantPlans: 1},
+		{name: "a node being disrupted does not",
+			node: func(pool string) *nodeBuilder {
+				return newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
+					taint(activities.DisruptedTaintKey, corev1.TaintEffectPreferNoSchedule)
+			},
+			wantPlans: 1},
+		{name: "a node the request names as disrupted does not",
+			node:      func(pool string) *nodeBuilder { return newNode("4", "16Gi").label(poolLabel, pool) },
+			disrupted: true, wantPlans: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool(nodeClass).onDemandTypes("m5.large").create(t)
+			node := tc.node(pool).create(t)
+			if tc.fill != "" {
+				newPod(ns, uniqueName("filler"), tc.fill, "1Gi").bindTo(node).create(t)
+			}
+			keys := createPendingPods(t, ns, pool, 2, "250m", "512Mi")
+			req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys}
+			if tc.disrupted {
+				req.DisruptedNodes = []string{node}
+			}
+
+			resp := plan(t, planner, req)
+
+			if got := len(plansOfPool(resp, pool)); got != tc.wantPlans {
+				t.Fatalf("%d plan(s) for the pool, want %d (response %+v)", got, tc.wantPlans, resp)
+			}
+			if wantPlaced := 2 * (1 - tc.wantPlans); resp.PlacedOnExisting != wantPlaced {
+				t.Errorf("placed on existing %d, want %d", resp.PlacedOnExisting, wantPlaced)
+			}
+		})
+	}
+}
+
+// In-flight nodes absorb the pods they were launched for and what fits
+// beside them; once their Node registers they are settled.
+func TestPlanCountsInFlightNodes(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").create(t)
+	ns := createNamespace(t)
+	first := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: first})
+	plans := plansOfPool(resp, pool)
+	if len(plans) != 1 {
+		t.Fatalf("first batch: %d plans, want 1", len(plans))
+	}
+	claim := uniqueName("claim")
+	inFlight := []activities.InFlightNode{{
+		NodeClaimName: claim, NodePool: pool, InstanceTypes: optionNames(plans[0]),
+		PodKeys: plans[0].PodKeys, StartedAt: time.Now(),
+	}}
+
+	// m5.large holds 1930m: 1000m are the first pods', 500m more fit.
+	fits := newPod(ns, uniqueName("fits"), "500m", "1Gi").selectPool(pool).createPending(t)
+	batch := append(slices.Clone(first), fits)
+	resp = plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: batch, InFlight: inFlight})
+	if got := plansOfPool(resp, pool); len(got) != 0 {
+		t.Fatalf("second batch planned %+v; the in-flight node should absorb every pod", got)
+	}
+	if resp.PodsConsidered != 3 || resp.PlacedOnExisting != 3 {
+		t.Errorf("considered %d, placed %d; want 3 and 3", resp.PodsConsidered, resp.PlacedOnExisting)
+	}
+
+	tooBig := newPod(ns, uniqueName("big"), "1500m", "1Gi").selectPool(pool).createPending(t)
+	resp = plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: append(batch, tooBig), InFlight: inFlight})
+	if got := plansOfPool(resp, pool); len(got) != 1 || !slices.Equal(got[0].PodKeys, []string{tooBig}) {
+		t.Fatalf("third batch planned %+v, want one node for %s only", got, tooBig)
+	}
+
+	newNode("2", "8Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).label(activities.NodeClaimLabel, claim).create(t)
+	resp = plan(t, planner, activities.PlanRequest{Cluster: testClusterName, InFlight: inFlight})
+	if !slices.Equal(resp.Settled, []string{claim}) {
+		t.Errorf("settled %v, want [%s] once its Node exists", resp.Settled, claim)
+	}
+}
+
+func TestPlanSkipsUnusablePools(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	nodeClass := createNodeClass(t)
+	valid := newPool(nodeClass).onDemandTypes("m5.large").weight(10).create(t)
+	// Higher-weight pools that would take the same pods if they were usable.
+	badSchedule := "61 * * * *" // passes the CRD's pattern; cron cannot parse it
+	hour := apisv1.Duration("1h")
+	invalid := newPool(nodeClass).onDemandTypes("m5.xlarge").weight(50).mutate(func(np *apisv1.NodePool) {
+		np.Spec.Template.Labels[poolLabel] = valid
+		np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "1", Schedule: &badSchedule, Duration: &hour}}
+	}).create(t)
+	orphan := newPool("no-such-class").onDemandTypes("m5.xlarge").weight(40).mutate(func(np *apisv1.NodePool) {
+		np.Spec.Template.Labels[poolLabel] = valid
+	}).create(t)
+	ns := createNamespace(t)
+	keys := createPendingPods(t, ns, valid, 1, "1", "1Gi")
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys})
+
+	if got := plansOfPool(resp, valid); len(got) != 1 {
+		t.Errorf("valid pool: %d plan(s), want 1 (plans %+v)", len(got), resp.Plans)
+	}
+	if got := len(plansOfPool(resp, invalid)) + len(plansOfPool(resp, orphan)); got != 0 {
+		t.Errorf("unusable pools got %d plan(s)", got)
+	}
+	for name, wantReason := range map[string]string{
+		invalid: "spec.disruption.budgets[0].schedule",
+		orphan:  `spec.template.spec.nodeClassRef.name: EC2NodeClass "no-such-class" does not exist`,
+	} {
+		i := slices.IndexFunc(resp.Skipped, func(s activities.SkippedObject) bool { return s.Kind == "NodePool" && s.Name == name })
+		if i < 0 {
+			t.Errorf("NodePool %s not reported as skipped (skipped: %+v)", name, resp.Skipped)
+			continue
+		}
+		if !strings.Contains(resp.Skipped[i].Reason, wantReason) {
+			t.Errorf("NodePool %s skipped for %q, want the reason to name %q", name, resp.Skipped[i].Reason, wantReason)
+		}
+	}
+}
+
+func TestPlanKeepsMinNodes(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").minNodes(3).create(t)
+	inFlight := activities.InFlightNode{NodeClaimName: uniqueName("claim"), NodePool: pool, InstanceTypes: []string{"m5.large"}}
+	cases := []struct {
+		name      string
+		inFlight  []activities.InFlightNode
+		liveNode  bool
+		wantPlans int
+	}{
+		{name: "an empty pool gets minNodes empty nodes", wantPlans: 3},
+		{name: "in-flight nodes count", inFlight: []activities.InFlightNode{inFlight}, wantPlans: 2},
+		{name: "registered nodes count", inFlight: []activities.InFlightNode{inFlight}, liveNode: true, wantPlans: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.liveNode {
+				newNode("2", "8Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).create(t)
+			}
+			resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, InFlight: tc.inFlight})
+			plans := plansOfPool(resp, pool)
+			if len(plans) != tc.wantPlans {
+				t.Fatalf("%d plan(s), want %d", len(plans), tc.wantPlans)
+			}
+			for _, spec := range plans {
+				if len(spec.PodKeys) != 0 || spec.InstanceTypeOptions[0].Name != "m5.large" {
+					t.Errorf("plan %+v: want an empty m5.large node", spec)
+				}
+				if zones := len(spec.InstanceTypeOptions[0].Offerings); zones != 3 {
+					t.Errorf("m5.large offered in %d zones, want all 3 (an empty node can go anywhere)", zones)
+				}
+				if !strings.Contains(spec.LaunchReason, "keeps at least 3 node(s)") {
+					t.Errorf("launch reason %q does not mention minNodes", spec.LaunchReason)
+				}
+			}
+		})
+	}
+}
+
+func TestPlanAvoidsUnavailableOfferings(t *testing.T) {
+	requireStack(t)
+	nodeClass := createNodeClass(t)
+	ns := createNamespace(t)
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
+	unavailable := func(until time.Time) []activities.UnavailableOffering {
+		var out []activities.UnavailableOffering
+		for _, z := range zones {
+			out = append(out, activities.UnavailableOffering{
+				OfferingKey: activities.OfferingKey{InstanceType: "m5.large", Zone: z, CapacityType: activities.CapacityTypeOnDemand}, Until: until})
+		}
+		return out
+	}
+	cases := []struct {
+		name          string
+		reported      []activities.UnavailableOffering
+		markedByCache bool
+		wantType      string
+	}{
+		{name: "offerings the provisioner reports out of capacity", reported: unavailable(time.Now().Add(time.Minute)), wantType: "m5.xlarge"},
+		{name: "offerings this worker's launches found out of capacity", markedByCache: true, wantType: "m5.xlarge"},
+		{name: "reports that have expired are ignored", reported: unavailable(time.Now().Add(-time.Second)), wantType: "m5.large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			provider := newProvider(t)
+			if tc.markedByCache {
+				for _, u := range unavailable(time.Time{}) {
+					provider.Unavailable.MarkUnavailable(u.OfferingKey, "InsufficientInstanceCapacity")
+				}
+			}
+			planner := newPlanner(t, provider)
+			pool := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge").create(t)
+			keys := createPendingPods(t, ns, pool, 1, "1", "1Gi")
+
+			resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys, UnavailableOfferings: tc.reported})
+
+			plans := plansOfPool(resp, pool)
+			if len(plans) != 1 {
+				t.Fatalf("%d plans, want 1", len(plans))
+			}
+			if got := optionNames(plans[0]); got[0] != tc.wantType || (tc.wantType == "m5.xlarge" && slices.Contains(got, "m5.large")) {
+				t.Errorf("options %v, want %s first and no unavailable offering", got, tc.wantType)
+			}
+		})
+	}
+}
+
+// Planning is a pure function of the cluster and the request: a retried
+// activity plans the same nodes.
+func TestPlanIsDeterministic(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, newProvider(t))
+	nodeClass := createNodeClass(t)
+	big := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge", "m5.2xlarge").create(t)
+	small := newPool(nodeClass).require(apisv1.LabelInstanceFamily, corev1.NodeSelectorOpIn, "c5", "m5").
+		require(apisv1.LabelInstanceSize, corev1.NodeSelectorOpIn, "large", "xlarge").create(t)
+	ns := createNamespace(t)
+	keys := append(createPendingPods(t, ns, big, 7, "700m", "2Gi"), createPendingPods(t, ns, small, 5, "300m", "512Mi")...)
+	req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys, MaxNodePlans: 3}
+
+	first := plan(t, planner, req)
+	second := plan(t, planner, req)
+
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("two plans of the same state differ:\n%+v\n%+v", first, second)
+	}
+	if len(first.Plans) != 3 || len(first.Deferred) == 0 {
+		t.Errorf("%d plans and %d deferred pods; want MaxNodePlans=3 plans and the rest deferred", len(first.Plans), len(first.Deferred))
+	}
+}
+
+// The worker plans from its informer caches; they must give what direct
+// reads give.
+func TestInformerStatePlansLikeAPIState(t *testing.T) {
+	requireStack(t)
+	provider := newProvider(t)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
+	ns := createNamespace(t)
+	keys := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
+	req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys}
+	want := plan(t, newPlanner(t, provider), req)
+
+	factory := informers.NewSharedInformerFactory(testClientset, 0)
+	dynamicFactory := dynamicinformer.NewDynamicSharedInformerFactory(testDynamic, 0)
+	state := NewInformerState(factory, dynamicFactory)
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	dynamicFactory.Start(stop)
+	planner, err := New(Config{Cluster: testClusterName, State: state, InstanceTypes: provider})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := plan(t, planner, req)
+	if !reflect.DeepEqual(plansOfPool(got, pool), plansOfPool(want, pool)) {
+		t.Fatalf("informer state planned %+v, API state %+v", plansOfPool(got, pool), plansOfPool(want, pool))
+	}
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   Config
+		field string
+	}{
+		{name: "no cluster state", cfg: Config{InstanceTypes: (*cloud.Provider)(nil)}, field: "State"},
+		{name: "no instance types", cfg: Config{State: NewAPIState(nil, nil)}, field: "InstanceTypes"},
+		{name: "negative registration timeout", cfg: Config{State: NewAPIState(nil, nil), InstanceTypes: (*cloud.Provider)(nil), RegistrationTimeout: -time.Second}, field: "RegistrationTimeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			if !IsInvalidConfig(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("New: %v, want an InvalidConfigError naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
