@@ -336,7 +336,9 @@ func (b *nodeBuilder) create(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = testClientset.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = testClientset.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{})
+	})
 	return node.Name
 }
 

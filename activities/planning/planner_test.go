@@ -415,4 +415,3 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		})
 	}
 }
-
