@@ -16,6 +16,7 @@ import (
 
 	"github.com/millwright/millwright/local/awsemu"
 	"github.com/millwright/millwright/local/stack"
+	"github.com/millwright/millwright/worker/run"
 )
 
 // devOptions are `starter dev`'s flags.
@@ -28,6 +29,8 @@ type devOptions struct {
 	emulatorAddr  string
 	bootDelay     time.Duration
 	shutdownDelay time.Duration
+	noWorker      bool
+	logLevel      string
 }
 
 func newDevCommand() *cobra.Command {
@@ -57,6 +60,8 @@ stops everything it started.`,
 	f.StringVar(&opts.emulatorAddr, "emulator-address", "127.0.0.1:4566", "EC2/SQS emulator address")
 	f.DurationVar(&opts.bootDelay, "boot-delay", 3*time.Second, "how long a simulated instance takes to boot")
 	f.DurationVar(&opts.shutdownDelay, "shutdown-delay", 3*time.Second, "how long a simulated instance takes to shut down")
+	f.BoolVar(&opts.noWorker, "no-worker", false, "do not run a Millwright worker in this process (run ./worker yourself)")
+	f.StringVar(&opts.logLevel, "log-level", "info", "the worker's log level: debug, info, warn, error")
 	return cmd
 }
 
@@ -100,6 +105,32 @@ func runDev(ctx context.Context, opts devOptions, out io.Writer) error {
 	if err := writeDevEnv(envFile, s); err != nil {
 		return err
 	}
+	workerDone := make(chan error, 1)
+	if !opts.noWorker {
+		temporalClient, err := s.Temporal.NewClient(ctx)
+		if err != nil {
+			return fmt.Errorf("worker: Temporal client: %w", err)
+		}
+		defer temporalClient.Close()
+		workerLogger, err := workerLogger(opts.logLevel)
+		if err != nil {
+			return err
+		}
+		go func() {
+			workerDone <- run.Run(ctx, run.Config{
+				Temporal:          temporalClient,
+				Namespace:         s.Temporal.Namespace(),
+				ClusterName:       s.ClusterName(),
+				Kubernetes:        s.Cluster.RESTConfig(),
+				AWSRegion:         "us-east-1",
+				AWSEndpoint:       s.EmulatorURL(),
+				AWSCredentials:    run.StaticCredentials("local", "local"),
+				InterruptionQueue: s.InterruptionQueueName(),
+				Logger:            workerLogger,
+			})
+		}()
+		defer func() { <-workerDone }()
+	}
 	fmt.Fprintf(out, `
 Millwright local stack is up.
   Temporal frontend:  %s (namespace %s)
@@ -112,8 +143,16 @@ In another shell:   source %s
 Ctrl-C stops everything.
 `, s.Temporal.FrontendAddr(), s.Temporal.Namespace(), s.Temporal.UIURL(), s.Cluster.KubeconfigPath(),
 		s.Cluster.KubectlPath(), s.EmulatorURL(), s.InterruptionQueueName(), envFile)
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-workerDone:
+		workerDone <- nil // let the deferred wait return
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		return nil
+	}
 }
 
 // writeDevEnv writes the exports that point kubectl, the AWS SDKs and the
@@ -136,6 +175,20 @@ export MILLWRIGHT_INTERRUPTION_QUEUE=%q
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// workerLogger logs the worker's lines (the ones the walkthrough shows) to
+// the console.
+func workerLogger(level string) (*zap.Logger, error) {
+	parsed, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = zap.NewAtomicLevelAt(parsed)
+	cfg.DisableStacktrace = true
+	cfg.Development = false
+	return cfg.Build()
 }
 
 func newConsoleLogger() *zap.Logger {
