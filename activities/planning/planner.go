@@ -119,7 +119,6 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		return activities.PlanResponse{}, err
 	}
 	resp := activities.PlanResponse{
-		Skipped:          w.skipped,
 		Settled:          w.settled,
 		PodsConsidered:   len(w.batch) + len(w.batchInFlight),
 		PlacedOnExisting: len(w.batchInFlight),
@@ -154,9 +153,8 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 	}
 	slices.Sort(resp.Deferred)
 
-	for _, spec := range w.minNodesPlans(cluster, maxPlans-len(resp.Plans), p.registrationTimeout) {
-		resp.Plans = append(resp.Plans, spec)
-	}
+	resp.Plans = append(resp.Plans, w.minNodesPlans(cluster, maxPlans-len(resp.Plans), p.registrationTimeout)...)
+	resp.Skipped = w.skipped
 
 	p.logPlan(req, w, resp)
 	return resp, nil

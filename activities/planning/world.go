@@ -192,7 +192,8 @@ func (w *world) usePools(ctx context.Context, source InstanceTypeSource, rawPool
 			var err error
 			types, err = source.InstanceTypesForNodeClass(ctx, nc)
 			if activities.IsInvalidNodeClass(err) {
-				typeProblems[className] = fmt.Sprintf("spec.template.spec.nodeClassRef.name: %v", err)
+				w.skip("EC2NodeClass", className, err.Error())
+				typeProblems[className] = fmt.Sprintf("spec.template.spec.nodeClassRef.name: EC2NodeClass %q cannot be used", className)
 				w.skip("NodePool", np.Name, typeProblems[className])
 				continue
 			}
