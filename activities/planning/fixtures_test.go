@@ -121,11 +121,18 @@ func createCustom(t *testing.T, resource schema.GroupVersionResource, kind strin
 // discovery-tagged subnets and security group and its AL2023 AMIs.
 func createNodeClass(t *testing.T) string {
 	t.Helper()
+	return createNodeClassWithSubnets(t, map[string]string{"millwright.dev/discovery": "millwright"})
+}
+
+// createNodeClassWithSubnets is createNodeClass selecting subnets by
+// subnetTags.
+func createNodeClassWithSubnets(t *testing.T, subnetTags map[string]string) string {
+	t.Helper()
 	discovery := map[string]string{"millwright.dev/discovery": "millwright"}
 	nc := &apisv1.EC2NodeClass{
 		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("class")},
 		Spec: apisv1.EC2NodeClassSpec{
-			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: discovery}},
+			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: subnetTags}},
 			SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: discovery}},
 			AMISelectorTerms:           []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
 			Role:                       "MillwrightNodeRole",

@@ -230,6 +230,10 @@ func TestPlanSkipsUnusablePools(t *testing.T) {
 	orphan := newPool("no-such-class").onDemandTypes("m5.xlarge").weight(40).mutate(func(np *apisv1.NodePool) {
 		np.Spec.Template.Labels[poolLabel] = valid
 	}).create(t)
+	noSubnets := createNodeClassWithSubnets(t, map[string]string{"planning.millwright.dev/no-such-tag": "x"})
+	unresolvable := newPool(noSubnets).onDemandTypes("m5.xlarge").weight(30).mutate(func(np *apisv1.NodePool) {
+		np.Spec.Template.Labels[poolLabel] = valid
+	}).create(t)
 	ns := createNamespace(t)
 	keys := createPendingPods(t, ns, valid, 1, "1", "1Gi")
 
@@ -238,20 +242,25 @@ func TestPlanSkipsUnusablePools(t *testing.T) {
 	if got := plansOfPool(resp, valid); len(got) != 1 {
 		t.Errorf("valid pool: %d plan(s), want 1 (plans %+v)", len(got), resp.Plans)
 	}
-	if got := len(plansOfPool(resp, invalid)) + len(plansOfPool(resp, orphan)); got != 0 {
-		t.Errorf("unusable pools got %d plan(s)", got)
+	for _, pool := range []string{invalid, orphan, unresolvable} {
+		if got := plansOfPool(resp, pool); len(got) != 0 {
+			t.Errorf("unusable pool %s got %d plan(s)", pool, len(got))
+		}
 	}
-	for name, wantReason := range map[string]string{
-		invalid: "spec.disruption.budgets[0].schedule",
-		orphan:  `spec.template.spec.nodeClassRef.name: EC2NodeClass "no-such-class" does not exist`,
-	} {
-		i := slices.IndexFunc(resp.Skipped, func(s activities.SkippedObject) bool { return s.Kind == "NodePool" && s.Name == name })
+	cases := []struct{ kind, name, reason string }{
+		{"NodePool", invalid, "spec.disruption.budgets[0].schedule"},
+		{"NodePool", orphan, `spec.template.spec.nodeClassRef.name: EC2NodeClass "no-such-class" does not exist`},
+		{"NodePool", unresolvable, `spec.template.spec.nodeClassRef.name: EC2NodeClass "` + noSubnets + `" cannot be used`},
+		{"EC2NodeClass", noSubnets, "spec.subnetSelectorTerms: matched no subnet"},
+	}
+	for _, tc := range cases {
+		i := slices.IndexFunc(resp.Skipped, func(s activities.SkippedObject) bool { return s.Kind == tc.kind && s.Name == tc.name })
 		if i < 0 {
-			t.Errorf("NodePool %s not reported as skipped (skipped: %+v)", name, resp.Skipped)
+			t.Errorf("%s %s not reported as skipped (skipped: %+v)", tc.kind, tc.name, resp.Skipped)
 			continue
 		}
-		if !strings.Contains(resp.Skipped[i].Reason, wantReason) {
-			t.Errorf("NodePool %s skipped for %q, want the reason to name %q", name, resp.Skipped[i].Reason, wantReason)
+		if !strings.Contains(resp.Skipped[i].Reason, tc.reason) {
+			t.Errorf("%s %s skipped for %q, want the reason to name %q", tc.kind, tc.name, resp.Skipped[i].Reason, tc.reason)
 		}
 	}
 }
