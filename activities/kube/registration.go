@@ -18,13 +18,13 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // Keys this package writes on Nodes besides the contract's.
 const (
-	// NodePoolLabel names the NodePool a Node belongs to (the same key as
-	// model/apis/v1's LabelNodePool).
-	NodePoolLabel = "millwright.dev/nodepool"
+	// NodePoolLabel names the NodePool a Node belongs to.
+	NodePoolLabel = apisv1.LabelNodePool
 	// RegisteredAnnotation records when RegisterNode adopted the Node. Its
 	// presence makes a re-run leave taints alone: startup taints that other
 	// systems removed since must not come back.
