@@ -150,7 +150,7 @@ func TestPack(t *testing.T) {
 				if len(v.r.NewNodes) != 2 || len(v.r.Unschedulable) != 2 {
 					t.Fatalf("want 2 nodes and 2 unschedulable, got %+v", summary(v.r))
 				}
-				if r := v.r.Unschedulable[0].Reason; r != "nodepool limits exceeded: cpu (nodepool default)" {
+				if r := v.r.Unschedulable[0].Reason; r != "nodepool limits exceeded: cpu" {
 					t.Fatalf("reason = %q", r)
 				}
 			},
@@ -412,6 +412,13 @@ func TestPack(t *testing.T) {
 			}
 			tc.check(t, view(r))
 		})
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	_, err := packer.Pack(packer.Input{NodePools: []packer.NodePool{nodePool("bad", smallCatalog(), withPoolRequirement("kubernetes.io/arch", "Inn", "amd64"))}})
+	if !packer.IsInvalidInput(err) || !strings.Contains(err.Error(), `nodePools[0] (bad): requirements[0]: requirement "kubernetes.io/arch": operator "Inn"`) {
+		t.Fatalf("error = %v", err)
 	}
 }
 

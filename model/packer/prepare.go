@@ -124,14 +124,10 @@ func (c *podClass) pending() int { return len(c.pods) - c.next }
 // prepare turns the input into indexed, precomputed state.
 func newPacker(in Input) (*packer, error) {
 	p := &packer{in: in, zoneIdx: map[string]int{}, ctIdx: map[string]int{}}
-	if err := p.buildSlots(); err != nil {
-		return nil, err
-	}
-	if err := p.buildPools(); err != nil {
-		return nil, err
-	}
-	if err := p.buildDaemonSets(); err != nil {
-		return nil, err
+	for _, build := range []func() error{p.buildSlots, p.buildPools, p.buildDaemonSets} {
+		if err := build(); err != nil {
+			return nil, &InvalidInputError{Err: err}
+		}
 	}
 	p.buildNodes()
 	p.buildClasses()

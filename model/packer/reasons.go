@@ -82,6 +82,7 @@ func (p *packer) diagnose(c *podClass) string {
 	}
 	// Limits.
 	var over []string
+	overPools := map[string]bool{}
 	withinLimits := false
 	for _, pi := range tolerated {
 		pl := p.pools[pi]
@@ -95,6 +96,7 @@ func (p *packer) diagnose(c *podClass) string {
 					for _, e := range ex {
 						over = append(over, fmt.Sprintf("%s (nodepool %s)", e, pl.name))
 					}
+					overPools[pl.name] = true
 				} else {
 					withinLimits = true
 				}
@@ -102,6 +104,12 @@ func (p *packer) diagnose(c *podClass) string {
 		}
 	}
 	if !withinLimits {
+		if len(overPools) == 1 {
+			// One pool: its name adds nothing, name only the limits.
+			for i, o := range over {
+				over[i] = o[:strings.Index(o, " (nodepool ")]
+			}
+		}
 		return "nodepool limits exceeded: " + strings.Join(dedupe(over), ", ")
 	}
 	// Topology: the first rule that blocks a fresh node of a launch that otherwise fits.

@@ -1,6 +1,8 @@
 package packer
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/millwright/millwright/model/catalog"
@@ -136,4 +138,18 @@ func (r Result) TotalPrice() float64 {
 		total += n.Price
 	}
 	return total
+}
+
+// InvalidInputError says the input cannot be planned at all (a malformed
+// NodePool or DaemonSet pod); the wrapped error names the field. Pods that
+// merely cannot be placed are not errors: they are reported in the Result.
+type InvalidInputError struct{ Err error }
+
+func (e *InvalidInputError) Error() string { return "invalid packer input: " + e.Err.Error() }
+func (e *InvalidInputError) Unwrap() error { return e.Err }
+
+// IsInvalidInput reports whether err is an InvalidInputError.
+func IsInvalidInput(err error) bool {
+	var target *InvalidInputError
+	return errors.As(err, &target)
 }
