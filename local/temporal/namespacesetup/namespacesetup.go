@@ -76,8 +76,16 @@ func IsSearchAttributesNotAllowed(err error) bool {
 }
 
 // EnsureNamespace registers namespace with the given retention unless it
-// already exists. It reports whether it created it.
+// already exists, and returns once the namespace accepts requests. It reports
+// whether it created it.
+//
+// When ctx has no deadline, waiting is bounded by DefaultWaitTimeout.
 func EnsureNamespace(ctx context.Context, workflows workflowservice.WorkflowServiceClient, namespace string, retention time.Duration) (bool, error) {
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWaitTimeout)
+		defer cancel()
+	}
 	_, err := workflows.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
 	if err == nil {
 		return false, nil
@@ -98,7 +106,27 @@ func EnsureNamespace(ctx context.Context, workflows workflowservice.WorkflowServ
 	if err != nil {
 		return false, fmt.Errorf("registering namespace %s: %w", namespace, err)
 	}
+	if err := waitUntilNamespaceServes(ctx, workflows, namespace); err != nil {
+		return true, err
+	}
 	return true, nil
+}
+
+// waitUntilNamespaceServes polls until a request scoped to the namespace is
+// accepted. A new namespace is in the database at once but only reaches the
+// frontend's namespace cache at its next refresh; until then every request
+// naming it fails with NamespaceNotFound.
+func waitUntilNamespaceServes(ctx context.Context, workflows workflowservice.WorkflowServiceClient, namespace string) error {
+	var lastProblem error
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		_, err := workflows.CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace})
+		lastProblem = err
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for new namespace %s to accept requests: %w (last: %v)", namespace, err, lastProblem)
+	}
+	return nil
 }
 
 // EnsureSearchAttributes adds the attributes of want that namespace lacks and
