@@ -23,6 +23,9 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	localtemporal "github.com/millwright/millwright/local/temporal"
 	"github.com/millwright/millwright/local/temporal/namespacesetup"
@@ -305,6 +308,34 @@ func TestStartRejectsBadOptions(t *testing.T) {
 	}
 }
 
+func TestServerLogsGoToTheGivenLoggerAtTheGivenLevel(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	server, err := localtemporal.Start(testContext(t), localtemporal.Options{
+		Ephemeral:    true,
+		FrontendAddr: "127.0.0.1:0",
+		DisableUI:    true,
+		Logger:       zap.New(core),
+		LogLevel:     "info",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if logs.Len() == 0 {
+		t.Fatal("the server logged nothing at info level to the given logger")
+	}
+	for _, entry := range logs.All() {
+		if entry.Level < zapcore.InfoLevel {
+			t.Fatalf("entry below the requested level reached the logger: %s %q", entry.Level, entry.Message)
+		}
+		if entry.LoggerName != "temporal" {
+			t.Fatalf("entry from logger %q, want the server's entries under \"temporal\"", entry.LoggerName)
+		}
+	}
+}
+
 func TestEnsureSearchAttributesRefusesToRetype(t *testing.T) {
 	ctx := testContext(t)
 	_, err := namespacesetup.EnsureSearchAttributes(ctx, env.Client.OperatorService(), env.Client.WorkflowService(), env.Server.Namespace(),
@@ -340,6 +371,9 @@ func TestRestartOnStateDirKeepsNamespaceAttributesAndHistory(t *testing.T) {
 	}
 	if _, err := os.Stat(first.DatabaseFile() + "-wal"); err != nil {
 		t.Errorf("no write-ahead log next to the database (journal_mode=wal not applied?): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, localtemporal.LogFileName)); err != nil {
+		t.Errorf("server log file: %v", err)
 	}
 	if err := first.Stop(); err != nil {
 		t.Fatalf("stopping first server: %v", err)
