@@ -9,12 +9,12 @@ TEST_TIMEOUT ?= 45m
 PKGS := ./...
 WORKLOADS ?= ../shared/benchmarks
 
-.PHONY: all build test bench lint demo tools ci-prereqs generate
+.PHONY: all build test bench lint demo dev tools ci-prereqs generate
 
 all: build
 
 build:
-	$(GO) build -o bin/ ./starter ./worker 2>/dev/null || $(GO) build -o bin/ ./starter
+	$(GO) build -o bin/ ./starter ./worker
 
 ## test: every test in the module, including the integration tests on the local stack.
 test:
@@ -24,15 +24,23 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./model/packer/...
 
+## generate: regenerate deepcopy code and the CRDs from model/apis/v1.
+generate:
+	$(GO) generate ./model/apis/v1
+
 ## lint: formatting and vet.
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## demo: the main job on the embedded default.
+## demo: the main job on the embedded default: plan an example workload offline.
 demo: build
-	./bin/starter plan --workload $(WORKLOADS)/diverse-1000.json > /tmp/millwright-plan.json
-	@echo "plan written to /tmp/millwright-plan.json"
+	./bin/starter plan --verify --workload $(WORKLOADS)/diverse-1000.json > bin/diverse-1000.plan.json
+	@echo "plan written to bin/diverse-1000.plan.json"
+
+## dev: the local stack (Temporal + UI, control plane, EC2/SQS emulator, worker) until Ctrl-C.
+dev: build tools
+	./bin/starter dev
 
 ## tools: build (once, cached outside the repo) the Kubernetes control-plane binaries the tests use.
 tools:
