@@ -1,7 +1,6 @@
 package awsemu
 
 import (
-	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
@@ -241,5 +240,3 @@ func ec2Arch(catalogArch string) string {
 	}
 	return "x86_64"
 }
-
-func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }

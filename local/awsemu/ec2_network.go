@@ -3,7 +3,6 @@ package awsemu
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/millwright/millwright/local/awsemu/ec2query"
@@ -283,6 +282,3 @@ func (e *Emulator) imageOwnedByAny(im image, owners []string) bool {
 	}
 	return false
 }
-
-// parseSize is used by tests and the admin API to read "N" or "N.M".
-func parseSize(s string) (float64, error) { return strconv.ParseFloat(s, 64) }

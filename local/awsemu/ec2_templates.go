@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -268,13 +267,4 @@ func (e *Emulator) deleteLaunchTemplate(c *ec2Call) (any, error) {
 		}
 	}
 	return launchTemplateResponse{RequestID: c.RequestID, LaunchTemplate: e.renderLaunchTemplate(lt)}, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -260,6 +260,7 @@ func (e *Emulator) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.stop)
 		<-e.stopped
+		e.sqs.Close()
 		e.serveMu.Lock()
 		defer e.serveMu.Unlock()
 		if e.server != nil {

@@ -2,6 +2,7 @@ package awsemu
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -169,8 +170,8 @@ func adminErrorf(status int, format string, args ...any) *AdminError {
 // IsInstanceNotFound reports whether err is an admin call's unknown-instance
 // error.
 func IsInstanceNotFound(err error) bool {
-	a, ok := err.(*AdminError)
-	return ok && a.Status == http.StatusNotFound
+	var a *AdminError
+	return errors.As(err, &a) && a.Status == http.StatusNotFound
 }
 
 // liveInstanceLocked finds an instance that can still receive events.

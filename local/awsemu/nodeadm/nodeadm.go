@@ -213,19 +213,17 @@ func splitYAML(content []byte) [][]byte {
 }
 
 // flagValues returns the values of every `--name=value` (or `--name value`)
-// kubelet flag, in order.
+// kubelet flag, in order. Each list element is one kubelet argument, as
+// nodeadm passes them: values are not split on spaces.
 func (c *NodeConfig) flagValues(name string) []string {
 	var out []string
-	var fields []string
-	for _, f := range c.Kubelet.Flags {
-		fields = append(fields, strings.Fields(f)...)
-	}
-	for i := 0; i < len(fields); i++ {
-		f := fields[i]
-		if v, ok := strings.CutPrefix(f, "--"+name+"="); ok {
+	args := c.Kubelet.Flags
+	for i := 0; i < len(args); i++ {
+		arg := strings.TrimSpace(args[i])
+		if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
 			out = append(out, v)
-		} else if f == "--"+name && i+1 < len(fields) {
-			out = append(out, fields[i+1])
+		} else if arg == "--"+name && i+1 < len(args) {
+			out = append(out, strings.TrimSpace(args[i+1]))
 			i++
 		}
 	}

@@ -50,6 +50,9 @@ type Service struct {
 	// changed is closed (and replaced) whenever a message may have become
 	// receivable, waking every long poll.
 	changed chan struct{}
+	// closed ends every long poll (Close).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns an empty SQS.
@@ -69,7 +72,14 @@ func New(opts Options) *Service {
 		region:  opts.Region,
 		queues:  map[string]*queue{},
 		changed: make(chan struct{}),
+		closed:  make(chan struct{}),
 	}
+}
+
+// Close ends the long polls in progress (they answer with no messages) so a
+// server shutting down does not wait for them. The queues stay readable.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
 }
 
 type queue struct {
@@ -434,6 +444,9 @@ func (s *Service) Receive(done <-chan struct{}, queueName string, in ReceiveInpu
 		case <-changed:
 		case <-timer.C():
 		case <-done:
+			timer.Stop()
+			return nil, nil
+		case <-s.closed:
 			timer.Stop()
 			return nil, nil
 		}
