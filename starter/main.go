@@ -23,6 +23,7 @@ func newRootCommand() *cobra.Command {
 		newPlanCommand(),
 		newSetupCommand(),
 		newDevCommand(),
+		newSimCommand(),
 	)
 	return root
 }
