@@ -110,12 +110,31 @@ func TestNodeResources(t *testing.T) {
 				t.Errorf("capacity cpu %s", c.String())
 			}
 			mem, allocMem := capacity[corev1.ResourceMemory], allocatable[corev1.ResourceMemory]
-			if mem.Value() >= spec.MemoryMiB*1024*1024 || allocMem.Cmp(mem) >= 0 {
+			if mem.Value() != spec.MemoryMiB*1024*1024 || allocMem.Cmp(mem) >= 0 {
 				t.Errorf("memory capacity %s allocatable %s for %d MiB", mem.String(), allocMem.String(), spec.MemoryMiB)
 			}
 			if gpu := capacity["nvidia.com/gpu"]; gpu.Value() != tc.wantGPU {
 				t.Errorf("GPUs %s, want %d", gpu.String(), tc.wantGPU)
 			}
+			if pods := capacity[corev1.ResourcePods]; pods.Value() != int64(tc.maxPods) {
+				t.Errorf("pods %s, want the kubelet's max pods %d", pods.String(), tc.maxPods)
+			}
+			spec.MaxPods = tc.maxPods
+			if want := spec.Allocatable().ResourceList(); !equalResourceLists(allocatable, want) {
+				t.Errorf("allocatable %v, want the catalog's %v", allocatable, want)
+			}
 		})
 	}
+}
+
+func equalResourceLists(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if other, ok := b[name]; !ok || other.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -38,49 +37,15 @@ const (
 	AnnotationKwokNode = "kwok.x-k8s.io/node"
 )
 
-// NodeResources turns an instance type (and the kubelet's max pods) into the
-// Node's capacity and allocatable. It is a variable so the catalog's own rule
-// can replace it once model/catalog provides one; until then it follows the
-// EKS AL2023 defaults (below).
-var NodeResources = eksNodeResources
-
-// eksNodeResources follows what an AL2023 kubelet on EKS reports: memory net
-// of the hypervisor's share (7.5%, as Karpenter assumes), a 20Gi root volume,
-// kube-reserved CPU on the 6/1/0.5/0.25% ladder and 11Mi per pod + 255Mi
-// memory, eviction at 100Mi memory and 10% of the root volume.
-func eksNodeResources(it catalog.InstanceTypeSpec, maxPods int) (capacity, allocatable corev1.ResourceList) {
-	memMi := it.MemoryMiB - it.MemoryMiB*75/1000
-	storage := resource.MustParse("20Gi")
-	capacity = corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewQuantity(int64(it.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity(memMi*1024*1024, resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
-		corev1.ResourceEphemeralStorage: storage,
-	}
-	if it.GPU.Count > 0 && it.GPU.Resource != "" {
-		capacity[corev1.ResourceName(it.GPU.Resource)] = *resource.NewQuantity(int64(it.GPU.Count), resource.DecimalSI)
-	}
-
-	reservedCPU := 0.0 // millicores
-	for core := 1; core <= it.VCPU; core++ {
-		switch {
-		case core == 1:
-			reservedCPU += 60
-		case core == 2:
-			reservedCPU += 10
-		case core <= 4:
-			reservedCPU += 5
-		default:
-			reservedCPU += 2.5
-		}
-	}
-	reservedMemMi := int64(11*maxPods+255) + 100 // kube-reserved + eviction
-	allocatable = capacity.DeepCopy()
-	allocatable[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(it.VCPU)*1000-int64(reservedCPU), resource.DecimalSI)
-	allocatable[corev1.ResourceMemory] = *resource.NewQuantity(max(0, memMi-reservedMemMi)*1024*1024, resource.BinarySI)
-	// 1Gi kube-reserved + 10% eviction threshold of 20Gi.
-	allocatable[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(storage.Value()*9/10-1<<30, resource.BinarySI)
-	return capacity, allocatable
+// NodeResources is the Node's capacity and allocatable for an instance type
+// whose kubelet runs at most maxPods pods. It is the catalog's rule
+// (catalog.InstanceTypeSpec.Capacity and Allocatable: EC2 memory as capacity,
+// the hypervisor's share, kube-reserved, eviction thresholds and a 20Gi root
+// volume held back from allocatable), so a registered Node has exactly the
+// allocatable the planner assumed when it chose the type.
+func NodeResources(it catalog.InstanceTypeSpec, maxPods int) (capacity, allocatable corev1.ResourceList) {
+	it.MaxPods = maxPods
+	return it.Capacity().ResourceList(), it.Allocatable().ResourceList()
 }
 
 // nodeForInstanceLocked builds the Node a kubelet on inst would register,
