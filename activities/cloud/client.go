@@ -134,8 +134,10 @@ func NewEC2Client(ctx context.Context, c Config) (*ec2.Client, error) {
 }
 
 // NewPricingClient returns a Pricing API client, or nil (and no error) when
-// c.Pricing is off: callers then use the catalog's prices.
-func NewPricingClient(ctx context.Context, c Config) (*pricing.Client, error) {
+// c.Pricing is off: the provider then uses the catalog's prices. It returns
+// the interface, not *pricing.Client, so "off" is a true nil in
+// Options.Pricing rather than a typed nil pointer.
+func NewPricingClient(ctx context.Context, c Config) (PricingAPI, error) {
 	if !c.Pricing {
 		return nil, nil
 	}

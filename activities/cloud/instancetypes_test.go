@@ -204,10 +204,9 @@ func priceDocument(instanceType, usd string) string {
 func TestOnDemandPrices(t *testing.T) {
 	catalogPrice := catalogSpec(t, "m5.large").OnDemandPrice
 	cases := []struct {
-		name    string
-		server  *pricingServer // nil: Pricing API off
-		want    map[string]float64
-		wantOff bool
+		name   string
+		server *pricingServer // nil: Pricing API off
+		want   map[string]float64
 	}{
 		{
 			name: "pricing off: the catalog's prices",
@@ -229,20 +228,20 @@ func TestOnDemandPrices(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []fixtureOption
+			cfg := Config{Region: testRegion, Credentials: staticCredentials(), RetryMaxBackoff: time.Millisecond}
 			if tc.server != nil {
 				server := httptest.NewServer(tc.server)
 				t.Cleanup(server.Close)
-				pricingClient, err := NewPricingClient(context.Background(), Config{
-					Pricing: true, PricingEndpoint: server.URL, Region: testRegion,
-					Credentials: staticCredentials(), RetryMaxBackoff: time.Millisecond,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				opts = append(opts, withProviderOptions(func(o *Options) { o.Pricing = pricingClient }))
+				cfg.Pricing, cfg.PricingEndpoint = true, server.URL
 			}
-			f := newFixture(t, opts...)
+			pricingClient, err := NewPricingClient(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (pricingClient == nil) != (tc.server == nil) {
+				t.Fatalf("NewPricingClient = %v with Pricing %v", pricingClient, cfg.Pricing)
+			}
+			f := newFixture(t, withProviderOptions(func(o *Options) { o.Pricing = pricingClient }))
 			got := onDemandPrices(t, f)
 			for name, want := range tc.want {
 				if got[name] != want {

@@ -381,12 +381,14 @@ func (p *Provider) launchTemplateData(req activities.LaunchRequest, resolved *Re
 	data := &ec2types.RequestLaunchTemplateData{
 		ImageId:             aws.String(image.ID),
 		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(resolved.InstanceProfile)},
-		UserData:            aws.String(userData),
 		BlockDeviceMappings: blockDeviceMappings(spec.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(spec.MetadataOptions),
 		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(p.instanceTags(req, resolved))},
 		},
+	}
+	if userData != "" {
+		data.UserData = aws.String(userData)
 	}
 	if spec.DetailedMonitoring != nil {
 		data.Monitoring = &ec2types.LaunchTemplatesMonitoringRequest{Enabled: spec.DetailedMonitoring}

@@ -627,3 +627,33 @@ func TestLaunchRejectsUnusableRequests(t *testing.T) {
 		})
 	}
 }
+
+// A Custom AMI gets the class's userData verbatim: Millwright adds nothing,
+// so the node joins (or not) as that userData says.
+func TestLaunchCustomAMIFamilyUsesUserDataVerbatim(t *testing.T) {
+	f := newFixture(t)
+	f.nodeClasses["default"] = testNodeClass(func(nc *apisv1.EC2NodeClass) {
+		nc.Spec.AMIFamily = aws.String(apisv1.AMIFamilyCustom)
+		nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-standard-*", Owner: "amazon"}}
+		nc.Spec.UserData = aws.String("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags:\n    - --node-labels=golden=yes\n")
+	})
+	resp, err := f.provider.Launch(context.Background(), launchRequest("default-custom", f.option("m5.large", activities.CapacityTypeOnDemand)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.emuClock.Step(time.Minute)
+	f.emu.Reconcile(context.Background())
+	node, ok := f.nodes.byProviderID(resp.ProviderID)
+	if !ok {
+		t.Fatalf("no Node registered for %s", resp.ProviderID)
+	}
+	if node.Labels["golden"] != "yes" {
+		t.Errorf("the class's userData label is missing: %v", node.Labels)
+	}
+	if _, ok := node.Labels[activities.NodeClaimLabel]; ok {
+		t.Errorf("Millwright's labels were added to a Custom AMI's userData: %v", node.Labels)
+	}
+	if len(node.Spec.Taints) != 0 {
+		t.Errorf("taints %v, want none", node.Spec.Taints)
+	}
+}
