@@ -23,6 +23,21 @@
 // capacity per pool, interruptions. State can be dumped (State) so tests
 // check that nothing leaked.
 //
+// Using it:
+//
+//	emu, _ := awsemu.New(awsemu.Options{Registrar: registrar, EventQueue: "interruptions"})
+//	_ = emu.Start("127.0.0.1:4566")
+//	defer emu.Close()
+//	cfg := aws.Config{Region: "us-east-1",
+//		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+//	ec2Client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(emu.URL()) })
+//	sqsClient := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(emu.URL()) })
+//
+// or, with no code at all, AWS_ENDPOINT_URL=<emu.URL()> for any SDK client
+// built by config.LoadDefaultConfig. Keep the SDK's retryer: against a
+// server this fast the SDK sometimes drops a connection under a response
+// (aws-sdk-go-v2#2737) and retries it, as it would on AWS.
+//
 // It must not be imported by production code paths: the product only ever
 // sees it as an AWS endpoint.
 package awsemu
