@@ -108,9 +108,15 @@ func Run(ctx context.Context, cfg Config) error {
 	factory := informers.NewSharedInformerFactory(kubeClient, informerResync)
 	dynamicFactory := dynamicinformer.NewDynamicSharedInformerFactory(dynamicClient, informerResync)
 
-	ec2Client, err := cloud.NewEC2Client(ctx, cloud.Config{Region: cfg.AWSRegion, Endpoint: cfg.AWSEndpoint, Credentials: cfg.AWSCredentials, Pricing: cfg.Pricing})
+	awsConfig := cloud.Config{Region: cfg.AWSRegion, Endpoint: cfg.AWSEndpoint, Credentials: cfg.AWSCredentials, Pricing: cfg.Pricing}
+	ec2Client, err := cloud.NewEC2Client(ctx, awsConfig)
 	if err != nil {
 		return fmt.Errorf("worker: EC2 client: %w", err)
+	}
+	// nil when pricing is off: the embedded catalog's on-demand prices apply.
+	pricingClient, err := cloud.NewPricingClient(ctx, awsConfig)
+	if err != nil {
+		return fmt.Errorf("worker: Pricing client: %w", err)
 	}
 	acts, err := millwright.New(millwright.Config{
 		Cluster: cloud.ClusterInfo{
@@ -122,6 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Dynamic:             dynamicClient,
 		State:               planning.NewInformerState(factory, dynamicFactory),
 		EC2:                 ec2Client,
+		Pricing:             pricingClient,
 		Temporal:            cfg.Temporal,
 		Clock:               cfg.Clock,
 		Logger:              logger,
