@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -114,7 +115,12 @@ func newWorld(opts Options, cat *catalog.Catalog, start time.Time) (*world, erro
 			zone:      z,
 			cidr:      fmt.Sprintf("10.0.%d.0/19", i*subnetSize),
 			thirdBase: i * subnetSize,
-			tags:      tags,
+			// Start at a random place in the subnet's first half, so that
+			// instances of a new emulator run do not take the addresses —
+			// hence the Node names — of a previous run's instances, whose
+			// Nodes may still be in a cluster that outlived it.
+			nextHost: rand.IntN(subnetSize * 256 / 2),
+			tags:     tags,
 		})
 	}
 	nodeTags := map[string]string{"Name": opts.ClusterName + "-node"}
