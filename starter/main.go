@@ -23,6 +23,10 @@ func newRootCommand() *cobra.Command {
 		newPlanCommand(),
 		newSetupCommand(),
 		newDevCommand(),
+		newStartCommand(),
+		newNodesCommand(),
+		newDescribeCommand(),
+		newDrainCommand(),
 		newSimCommand(),
 	)
 	return root
