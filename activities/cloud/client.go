@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +13,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // EC2API is the part of *ec2.Client the provider uses. The worker passes the
@@ -116,7 +119,43 @@ func loadAWSConfig(ctx context.Context, c Config, region string) (aws.Config, er
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("aws config for region %s: %w", region, err)
 	}
+	// Wrapped after loading, so the loader can still apply AWS_CA_BUNDLE and
+	// other transport options to the buildable client it made.
+	cfg.HTTPClient = requestBodyWithoutWriteTo{client: cfg.HTTPClient}
 	return cfg, nil
+}
+
+// requestBodyWithoutWriteTo works around a race between smithy-go and
+// net/http (aws-sdk-go-v2#2737): the SDK closes the request body as soon as
+// response headers arrive; when the server answers before the transport's
+// write loop has made its final end-of-body check, that check goes through
+// the closed body's WriteTo, which returns io.EOF, and the transport tears the
+// connection down under the response being read ("use of closed network
+// connection"). Fast endpoints (the local emulator, a VPC endpoint) hit it
+// under load. Hiding WriteTo makes the check use Read, which reports a clean
+// EOF; nothing else about the request changes.
+type requestBodyWithoutWriteTo struct{ client aws.HTTPClient }
+
+func (d requestBodyWithoutWriteTo) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = struct{ io.ReadCloser }{req.Body}
+	}
+	return d.client.Do(req)
+}
+
+// NewSQSClient returns an SQS client for c.Region (the interruption queue's),
+// at c.Endpoint when set, with the same retryer and transport as EC2.
+func NewSQSClient(ctx context.Context, c Config) (*sqs.Client, error) {
+	c = c.withDefaults()
+	cfg, err := loadAWSConfig(ctx, c, c.Region)
+	if err != nil {
+		return nil, err
+	}
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	}), nil
 }
 
 // NewEC2Client returns an EC2 client for c.Region, at c.Endpoint when set.

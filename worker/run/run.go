@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -198,9 +196,9 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun(poolWatcher.Run)
 	running := 3
 	if cfg.InterruptionQueue != "" {
-		sqsClient, err := newSQSClient(ctx, cfg)
+		sqsClient, err := cloud.NewSQSClient(ctx, awsConfig)
 		if err != nil {
-			return err
+			return fmt.Errorf("worker: SQS client: %w", err)
 		}
 		poller := &interruption.Poller{
 			SQS: sqsClient, Queue: cfg.InterruptionQueue, Signaler: cfg.Temporal, Logger: logger.Named("interruption"),
@@ -261,22 +259,6 @@ func (cfg *Config) defaults() error {
 		cfg.Logger = zap.NewNop()
 	}
 	return nil
-}
-
-func newSQSClient(ctx context.Context, cfg Config) (*sqs.Client, error) {
-	options := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(cfg.AWSRegion)}
-	if cfg.AWSCredentials != nil {
-		options = append(options, awsconfig.WithCredentialsProvider(cfg.AWSCredentials))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, options...)
-	if err != nil {
-		return nil, fmt.Errorf("worker: SQS client: %w", err)
-	}
-	return sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
-		if cfg.AWSEndpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.AWSEndpoint)
-		}
-	}), nil
 }
 
 // StaticCredentials are fixed credentials, for the local emulator.
