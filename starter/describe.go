@@ -128,7 +128,9 @@ func runDescribe(ctx context.Context, out io.Writer, name string, options descri
 // polls the task queue the server waits, so the context's deadline ends it
 // and the error says which task queue lacks a worker.
 func queryNode(ctx context.Context, c client.Client, row nodeRow, query string, into any, connection connect.Temporal) error {
-	value, err := c.QueryWorkflow(ctx, row.WorkflowID, row.RunID, query)
+	// The latest run, not the listed one: a Ready node continues as new, and
+	// its closed runs only know the past.
+	value, err := c.QueryWorkflow(ctx, row.WorkflowID, "", query)
 	if err != nil {
 		what := fmt.Sprintf("querying %q of node workflow %s", query, row.WorkflowID)
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*serviceerror.DeadlineExceeded)) {

@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/workflows"
 )
 
 func TestDescribeFindsTheNodeByEveryName(t *testing.T) {
 	f := newOperateFixture(t)
 	claim := "general-cccc"
-	f.startNode(f.nodeSpec(claim))
+	f.startNode(f.nodeSpec(claim, func(s *activities.NodeLaunchSpec) { s.ExpireAfter = activities.After(720 * time.Hour) }))
 	row := f.waitForPhase(claim, workflows.PhaseReady)
 
 	wantText := []string{
@@ -21,6 +23,9 @@ func TestDescribeFindsTheNodeByEveryName(t *testing.T) {
 		"Node:        " + cannedNodeName(claim),
 		cannedInstanceID(claim) + ": m5.large in us-east-1a, spot, $0.0350/h",
 		"Pods:        2",
+		"expires (expireAfter)",
+		"expireAfter                              fires ",
+		"(in 29d)",
 		"Why launched:",
 		"2 pending pod(s) fit m5.large, the cheapest option",
 		"For pods: shop/web-1, shop/web-2",
