@@ -173,7 +173,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if _, err := os.Stat(c.clusterDir()); err == nil {
 		c.logger.Info("deleting a stale cluster left by an earlier run", zap.String("dir", c.clusterDir()))
 		if err := c.teardown(ctx); err != nil {
-			return nil, fmt.Errorf("deleting stale cluster %s: %w", c.name, err)
+			// A run that crashed mid-create may leave a config kwokctl cannot load;
+			// its pid files are still enough to end what it started.
+			c.logger.Warn("kwokctl could not delete the stale cluster; killing its processes", zap.Error(err))
+			for _, pid := range c.componentPIDs() {
+				if processAlive(pid) {
+					_ = killProcess(pid)
+				}
+			}
+			if err := os.RemoveAll(c.clusterDir()); err != nil {
+				return nil, fmt.Errorf("removing stale cluster directory %s: %w", c.clusterDir(), err)
+			}
 		}
 	}
 
