@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -169,9 +170,53 @@ type harnessOption func(*Config)
 
 func withClock(c clock.WithTicker) harnessOption { return func(cfg *Config) { cfg.Clock = c } }
 
+// withWriteCounter gives the activities a clientset whose transport counts
+// the write requests it sends (other controllers write Nodes too, so a
+// resourceVersion cannot tell who wrote).
+func withWriteCounter(counter *writeCounter) harnessOption {
+	return func(cfg *Config) {
+		config := testCluster.RESTConfig()
+		config.Wrap(func(next http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				if req.Method != http.MethodGet {
+					counter.add(req.Method + " " + req.URL.Path)
+				}
+				return next.RoundTrip(req)
+			})
+		})
+		clientset, err := kubernetes.NewForConfig(config)
+		if err != nil {
+			panic(err)
+		}
+		cfg.Clientset = clientset
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// writeCounter records write requests as "METHOD /path".
+type writeCounter struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (c *writeCounter) add(write string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, write)
+}
+
+func (c *writeCounter) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.writes...)
+}
+
 func newHarness(t *testing.T, options ...harnessOption) *harness {
 	t.Helper()
-	requireCluster(t)
+	requireCluster(t) // before the options: they may use the cluster
 	core, logs := observer.New(zapcore.DebugLevel)
 	cfg := Config{
 		Clientset:            testClientset,
