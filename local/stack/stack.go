@@ -145,6 +145,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.Emulator.Start(opts.EmulatorAddr); err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
+	// Create the interruption queue now, not on the first event: a worker
+	// looks the queue up when it starts and gives up polling when it is
+	// missing.
+	if err := s.Emulator.ConfigureEvents(awsemu.EventConfig{Queue: emuOpts.EventQueue, StateChangeNotifications: emuOpts.StateChangeNotifications}); err != nil {
+		return nil, fmt.Errorf("local stack: emulator: %w", err)
+	}
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -247,7 +248,11 @@ func (cfg *Config) defaults() error {
 		cfg.ClusterEndpoint = cfg.Kubernetes.Host
 	}
 	if cfg.ClusterCA == nil {
-		cfg.ClusterCA = cfg.Kubernetes.CAData
+		ca, err := clusterCA(cfg.Kubernetes)
+		if err != nil {
+			return err
+		}
+		cfg.ClusterCA = ca
 	}
 	if cfg.ServiceCIDR == "" {
 		cfg.ServiceCIDR = "10.96.0.0/12"
@@ -264,4 +269,19 @@ func (cfg *Config) defaults() error {
 // StaticCredentials are fixed credentials, for the local emulator.
 func StaticCredentials(id, secret string) aws.CredentialsProvider {
 	return credentials.NewStaticCredentialsProvider(id, secret, "")
+}
+
+// clusterCA is the CA bundle nodes trust the API server with. A kubeconfig
+// usually names the CA by file (certificate-authority, as kwokctl and
+// kubeadm write it) rather than inline, and client-go then leaves CAData
+// empty; without this, userData would carry no CA and every launch fail.
+func clusterCA(config *rest.Config) ([]byte, error) {
+	if len(config.CAData) > 0 || config.CAFile == "" {
+		return config.CAData, nil
+	}
+	ca, err := os.ReadFile(config.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("worker: reading the cluster CA (certificate-authority) %s: %w", config.CAFile, err)
+	}
+	return ca, nil
 }
