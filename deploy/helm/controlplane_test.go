@@ -24,7 +24,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/millwright/millwright/local/cluster"
+	"github.com/millwright/millwright/local/awsemu"
+	"github.com/millwright/millwright/local/stack"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -64,33 +65,44 @@ func createAll(ctx context.Context, t *testing.T, client kubernetes.Interface, d
 	}
 }
 
-// TestChartOnARealControlPlane applies the rendered chart to the local
+// TestChartOnTheLocalStack applies the rendered chart to the local stack's
 // control plane (server-side dry run first, so the API server validates
 // every object, then for real), then acts as the chart's ServiceAccount with
 // a token the API server issued: every verb the worker needs is allowed,
-// anything else is refused.
-func TestChartOnARealControlPlane(t *testing.T) {
+// anything else is refused; and a whole worker running with only that token
+// takes a node through its life (launch, registration, drain, termination).
+func TestChartOnTheLocalStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real control plane; not started under -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	workDir, err := os.MkdirTemp("", "millwright-helm-")
+	stateDir, err := os.MkdirTemp("", "millwright-helm-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(workDir)
+	defer os.RemoveAll(stateDir)
+	// Temporal without its UI, the control plane, the EC2/SQS emulator:
+	// everything the worker needs, with nodes that boot in a second.
 	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{Name: "helm-chart", WorkDir: workDir})
+	s, err := stack.Start(ctx, stack.Options{
+		StateDir: stateDir, Ephemeral: true, ClusterName: "helm-chart",
+		TemporalAddr: "127.0.0.1:0", DisableUI: true, EmulatorAddr: "127.0.0.1:0",
+		Emulator: awsemu.Options{
+			BootDelay: time.Second, ShutdownDelay: time.Second, NodeDeletionDelay: time.Second,
+			NodeRegistrationRetry: time.Second,
+		},
+	})
 	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
+		t.Fatalf("starting the local stack: %v", err)
 	}
 	defer func() {
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("stopping the control plane: %v", err)
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("stopping the local stack: %v", err)
 		}
 	}()
-	t.Logf("control plane ready in %s", time.Since(started).Round(time.Millisecond))
+	t.Logf("local stack ready in %s", time.Since(started).Round(time.Millisecond))
+	c := s.Cluster
 	admin := c.Clientset()
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
@@ -106,8 +118,25 @@ func TestChartOnARealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createAll(ctx, t, admin, dyn, crdManifests, r.objects, []string{metav1.DryRunAll})
-	createAll(ctx, t, admin, dyn, crdManifests, r.objects, nil)
+	// The stack installed the CRDs already: dry-run them (the API server
+	// validates them), create the chart's objects for real.
+	createAll(ctx, t, admin, dyn, nil, r.objects, []string{metav1.DryRunAll})
+	for name, manifest := range crdManifests {
+		var obj map[string]any
+		if err := yaml.Unmarshal(manifest, &obj); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		live, err := dyn.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetResourceVersion(live.GetResourceVersion())
+		if _, err := dyn.Resource(crdResource).Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("CRD %s (dry run): %v", name, err)
+		}
+	}
+	createAll(ctx, t, admin, dyn, nil, r.objects, nil)
 
 	token, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, r.serviceAccount.Name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
@@ -190,4 +219,6 @@ func TestChartOnARealControlPlane(t *testing.T) {
 		t.Errorf("creating a node as the worker: error %v, want Forbidden", err)
 	}
 	fmt.Fprintf(os.Stderr, "helm chart: %d allowed and %d refused accesses checked as the chart's ServiceAccount\n", len(needed), len(refused))
+
+	runLifecycleAsServiceAccount(ctx, t, s, asWorker)
 }
