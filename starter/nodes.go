@@ -315,8 +315,21 @@ func keyword(attributes *commonpb.SearchAttributes, name string) string {
 
 func writeNodesTable(out io.Writer, rows []nodeRow, now time.Time) error {
 	table := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	// A namespace shared by several clusters lists claims that only their
+	// cluster tells apart.
+	clusters := map[string]bool{}
+	for _, row := range rows {
+		clusters[row.Cluster] = true
+	}
+	withCluster := len(clusters) > 1
+	if withCluster {
+		fmt.Fprint(table, "CLUSTER\t")
+	}
 	fmt.Fprintln(table, "NODE CLAIM\tNODE\tPHASE\tPOOL\tTYPE\tZONE\tCAPACITY\tINSTANCE\tAGE")
 	for _, row := range rows {
+		if withCluster {
+			fmt.Fprintf(table, "%s\t", row.Cluster)
+		}
 		phase := row.Phase
 		if !row.running() {
 			// A closed workflow's last phase may be stale (it failed or was

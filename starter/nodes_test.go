@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -334,5 +335,58 @@ func TestNodesNamesUnreachableTemporal(t *testing.T) {
 	_, err := runStarterErr(ctx, "nodes", "--address", "127.0.0.1:1", "--timeout", "5s")
 	if err == nil || !strings.Contains(err.Error(), "Temporal at 127.0.0.1:1") {
 		t.Errorf("error = %v, want one naming Temporal at 127.0.0.1:1", err)
+	}
+}
+
+func TestNodesTableFormatting(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	row := func(cluster, claim, status string) nodeRow {
+		return nodeRow{Cluster: cluster, NodeClaim: claim, Phase: "Ready", Pool: "general", Status: status, StartTime: now.Add(-90 * time.Minute)}
+	}
+	running := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING.String()
+	tests := []struct {
+		name    string
+		rows    []nodeRow
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "one cluster, launching node without instance",
+			rows:    []nodeRow{row("a", "general-1", running)},
+			want:    []string{"NODE CLAIM", "general-1", "<none>", "Ready", "90m"},
+			notWant: []string{"CLUSTER"},
+		},
+		{
+			name: "several clusters",
+			rows: []nodeRow{row("a", "general-1", running), row("b", "general-1", running)},
+			want: []string{"CLUSTER  NODE CLAIM", "a        general-1", "b        general-1"},
+		},
+		{
+			name: "closed workflow says how it closed",
+			rows: []nodeRow{func() nodeRow {
+				r := row("a", "general-2", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED.String())
+				r.Phase = "Draining"
+				return r
+			}()},
+			want: []string{"Draining (terminated)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			if err := writeNodesTable(&out, tt.rows, now); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("table lacks %q:\n%s", want, out.String())
+				}
+			}
+			for _, notWant := range tt.notWant {
+				if strings.Contains(out.String(), notWant) {
+					t.Errorf("table has %q:\n%s", notWant, out.String())
+				}
+			}
+		})
 	}
 }
