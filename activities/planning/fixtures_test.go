@@ -65,7 +65,8 @@ func eventually(t *testing.T, timeout time.Duration, what string, condition func
 }
 
 // newProvider is an EC2 provider over the shared emulator with its own
-// caches (so one test's unavailable offerings stay its own).
+// caches, for a test that marks offerings unavailable; the others use
+// testProvider.
 func newProvider(t *testing.T) *cloud.Provider {
 	t.Helper()
 	provider, err := cloud.New(cloud.Options{EC2: testEC2, Region: testRegion, Logger: zaptest.NewLogger(t)})
@@ -147,7 +148,7 @@ func createNodeClassWithSubnets(t *testing.T, subnetTags map[string]string) stri
 // of other tests never take part.
 type poolBuilder struct{ pool *apisv1.NodePool }
 
-const poolLabel = "planning.millwright.dev/pool"
+const poolLabel = "planning.example.com/pool"
 
 func newPool(nodeClass string) *poolBuilder {
 	name := uniqueName("pool")
@@ -347,6 +348,22 @@ func (b *nodeBuilder) create(t *testing.T) string {
 		_ = testClientset.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{})
 	})
 	return node.Name
+}
+
+// createReady is create plus a wait until kwok reports the Node Ready and
+// the node lifecycle controller has lifted its not-ready taint: only then
+// does a Node Millwright did not launch offer room.
+func (b *nodeBuilder) createReady(t *testing.T) string {
+	t.Helper()
+	name := b.create(t)
+	eventually(t, time.Minute, "Node "+name+" Ready without the not-ready taint", func(ctx context.Context) (bool, error) {
+		node, err := testClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return nodeReady(node) && !hasTaintKey(node.Spec.Taints, corev1.TaintNodeNotReady), nil
+	})
+	return name
 }
 
 func sortedCopy(s []string) []string {

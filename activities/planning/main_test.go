@@ -35,6 +35,9 @@ var (
 	testClientset kubernetes.Interface
 	testDynamic   dynamic.Interface
 	testEC2       *ec2.Client
+	// testProvider is shared by tests that leave its caches alone, so the
+	// emulator's catalog is read once.
+	testProvider *cloud.Provider
 )
 
 const testRegion = "us-east-1"
@@ -75,8 +78,14 @@ func runWithStack(m *testing.M) int {
 	}()
 	fmt.Fprintf(os.Stderr, "planning tests: control plane ready in %s\n", time.Since(started).Round(time.Millisecond))
 	testCluster = c
-	testClientset = c.Clientset()
-	if testDynamic, err = dynamic.NewForConfig(c.RESTConfig()); err != nil {
+	// The tests create objects and plan in quick succession; client-go's
+	// default client-side limit (5 requests/s) would make them wait.
+	restConfig := c.RESTConfig()
+	restConfig.QPS, restConfig.Burst = 200, 400
+	if testClientset, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return fail("clientset", err)
+	}
+	if testDynamic, err = dynamic.NewForConfig(restConfig); err != nil {
 		return fail("dynamic client", err)
 	}
 	if err := installCRDs(ctx, testDynamic); err != nil {
@@ -100,6 +109,9 @@ func runWithStack(m *testing.M) int {
 	})
 	if err != nil {
 		return fail("EC2 client", err)
+	}
+	if testProvider, err = cloud.New(cloud.Options{EC2: testEC2, Region: testRegion}); err != nil {
+		return fail("EC2 provider", err)
 	}
 	return m.Run()
 }

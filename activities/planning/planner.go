@@ -114,10 +114,12 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 	if cluster == "" {
 		return activities.PlanResponse{}, fmt.Errorf("plan request: cluster is empty and the planner has no default cluster")
 	}
+	started := p.clock.Now()
 	w, err := p.observe(ctx, req)
 	if err != nil {
 		return activities.PlanResponse{}, err
 	}
+	observed := p.clock.Since(started)
 	resp := activities.PlanResponse{
 		Settled:          w.settled,
 		PodsConsidered:   len(w.batch) + len(w.batchInFlight),
@@ -156,11 +158,11 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 	resp.Plans = append(resp.Plans, w.minNodesPlans(cluster, maxPlans-len(resp.Plans), p.registrationTimeout)...)
 	resp.Skipped = w.skipped
 
-	p.logPlan(req, w, resp)
+	p.logPlan(req, w, resp, observed, p.clock.Since(started))
 	return resp, nil
 }
 
-func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.PlanResponse) {
+func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.PlanResponse, observed, took time.Duration) {
 	for _, s := range resp.Skipped {
 		p.log.Warn("Skipped "+s.Kind, zap.String("name", s.Name), zap.String("reason", s.Reason))
 	}
@@ -172,7 +174,8 @@ func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.
 		zap.Int("podsConsidered", resp.PodsConsidered), zap.Int("placedOnExisting", resp.PlacedOnExisting),
 		zap.Int("inFlightPods", len(w.batchInFlight)), zap.Int("plans", len(resp.Plans)),
 		zap.Int("unschedulable", len(resp.Unschedulable)), zap.Int("deferred", len(resp.Deferred)),
-		zap.Strings("settled", resp.Settled), zap.Int("existingNodes", len(w.nodes)), zap.Int("inFlightNodes", len(w.inFlight)))
+		zap.Strings("settled", resp.Settled), zap.Int("existingNodes", len(w.nodes)), zap.Int("inFlightNodes", len(w.inFlight)),
+		zap.Duration("observed", observed), zap.Duration("took", took))
 	for _, spec := range resp.Plans {
 		p.log.Debug("Node plan", zap.String("nodePool", spec.NodePool), zap.Int("pods", len(spec.PodKeys)),
 			zap.String("reason", spec.LaunchReason))

@@ -20,7 +20,7 @@ import (
 
 func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
 	pool := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge").taint("dedicated").create(t)
 	ns := createNamespace(t)
@@ -94,7 +94,7 @@ func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
 // A pod the real kube-scheduler found no node for is provisionable.
 func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
 	ns := createNamespace(t)
 	pod := newPod(ns, "unplaceable", "1", "1Gi").selectPool(pool).defaultScheduler().create(t)
@@ -112,7 +112,7 @@ func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
 
 func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
 	ns := createNamespace(t)
 	cases := []struct {
@@ -150,7 +150,7 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := newPool(nodeClass).onDemandTypes("m5.large").create(t)
-			node := tc.node(pool).create(t)
+			node := tc.node(pool).createReady(t)
 			if tc.fill != "" {
 				newPod(ns, uniqueName("filler"), tc.fill, "1Gi").bindTo(node).create(t)
 			}
@@ -176,7 +176,7 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 // beside them; once their Node registers they are settled.
 func TestPlanCountsInFlightNodes(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").create(t)
 	ns := createNamespace(t)
 	first := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
@@ -217,7 +217,7 @@ func TestPlanCountsInFlightNodes(t *testing.T) {
 
 func TestPlanSkipsUnusablePools(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
 	valid := newPool(nodeClass).onDemandTypes("m5.large").weight(10).create(t)
 	// Higher-weight pools that would take the same pods if they were usable.
@@ -230,7 +230,7 @@ func TestPlanSkipsUnusablePools(t *testing.T) {
 	orphan := newPool("no-such-class").onDemandTypes("m5.xlarge").weight(40).mutate(func(np *apisv1.NodePool) {
 		np.Spec.Template.Labels[poolLabel] = valid
 	}).create(t)
-	noSubnets := createNodeClassWithSubnets(t, map[string]string{"planning.millwright.dev/no-such-tag": "x"})
+	noSubnets := createNodeClassWithSubnets(t, map[string]string{"planning.example.com/no-such-tag": "x"})
 	unresolvable := newPool(noSubnets).onDemandTypes("m5.xlarge").weight(30).mutate(func(np *apisv1.NodePool) {
 		np.Spec.Template.Labels[poolLabel] = valid
 	}).create(t)
@@ -267,7 +267,7 @@ func TestPlanSkipsUnusablePools(t *testing.T) {
 
 func TestPlanKeepsMinNodes(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").minNodes(3).create(t)
 	inFlight := activities.InFlightNode{NodeClaimName: uniqueName("claim"), NodePool: pool, InstanceTypes: []string{"m5.large"}}
 	cases := []struct {
@@ -357,7 +357,7 @@ func TestPlanAvoidsUnavailableOfferings(t *testing.T) {
 // activity plans the same nodes.
 func TestPlanIsDeterministic(t *testing.T) {
 	requireStack(t)
-	planner := newPlanner(t, newProvider(t))
+	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
 	big := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge", "m5.2xlarge").create(t)
 	small := newPool(nodeClass).require(apisv1.LabelInstanceFamily, corev1.NodeSelectorOpIn, "c5", "m5").
@@ -382,7 +382,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 // reads give.
 func TestInformerStatePlansLikeAPIState(t *testing.T) {
 	requireStack(t)
-	provider := newProvider(t)
+	provider := testProvider
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
 	ns := createNamespace(t)
 	keys := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
