@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -107,15 +108,15 @@ func runDev(ctx context.Context, opts devOptions, out io.Writer) error {
 	}
 	workerDone := make(chan error, 1)
 	if !opts.noWorker {
-		temporalClient, err := s.Temporal.NewClient(ctx)
-		if err != nil {
-			return fmt.Errorf("worker: Temporal client: %w", err)
-		}
-		defer temporalClient.Close()
 		workerLogger, err := workerLogger(opts.logLevel)
 		if err != nil {
 			return err
 		}
+		temporalClient, err := s.Temporal.NewClientWithOptions(ctx, client.Options{Logger: run.TemporalLogger(workerLogger)})
+		if err != nil {
+			return fmt.Errorf("worker: Temporal client: %w", err)
+		}
+		defer temporalClient.Close()
 		go func() {
 			workerDone <- run.Run(ctx, run.Config{
 				Temporal:          temporalClient,

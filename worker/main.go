@@ -88,6 +88,7 @@ func runWorker(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
+	f.temporal.Logger = run.TemporalLogger(logger)
 	temporalClient, err := f.temporal.Dial(ctx)
 	if err != nil {
 		return err

@@ -142,6 +142,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
+	// In AWS the queue comes from CloudFormation (deploy/iam); here it must
+	// exist before the worker asks for its URL.
+	if err := s.Emulator.SQS().CreateQueue(emuOpts.EventQueue, nil); err != nil {
+		return nil, fmt.Errorf("local stack: interruption queue %q: %w", emuOpts.EventQueue, err)
+	}
 	if err := s.Emulator.Start(opts.EmulatorAddr); err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}

@@ -36,6 +36,10 @@ type Temporal struct {
 	TLSKey        string
 	TLSCA         string
 	TLSServerName string
+
+	// Logger receives the SDK's logs (the worker routes them to zap); nil
+	// keeps only warnings, on standard error.
+	Logger sdklog.Logger
 }
 
 // Defaults when neither flag nor environment says otherwise: the local dev server.
@@ -81,7 +85,10 @@ func (c *Temporal) ClientOptions() (client.Options, error) {
 	options := client.Options{
 		HostPort:  c.Address,
 		Namespace: c.Namespace,
-		Logger:    QuietSDKLogger(),
+		Logger:    c.Logger,
+	}
+	if options.Logger == nil {
+		options.Logger = QuietSDKLogger()
 	}
 	if c.APIKey != "" {
 		options.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)

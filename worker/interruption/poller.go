@@ -60,9 +60,21 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.ErrorBackoff == 0 {
 		p.ErrorBackoff = 5 * time.Second
 	}
-	queueURL, err := p.queueURL(ctx)
-	if err != nil {
-		return err
+	// The queue may not exist yet (created by another stack) or be briefly
+	// unreachable: keep asking rather than run without interruption handling.
+	var queueURL string
+	for {
+		url, err := p.queueURL(ctx)
+		if err == nil {
+			queueURL = url
+			break
+		}
+		p.Logger.Warn("interruption queue not available yet; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.ErrorBackoff):
+		}
 	}
 	p.Logger.Info("polling the interruption queue", zap.String("queue", queueURL))
 	for ctx.Err() == nil {
