@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -423,5 +424,60 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 				t.Fatalf("New: %v, want an InvalidConfigError naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// A new node must hold the DaemonSets that will run on it besides its pods.
+func TestPlanLeavesRoomForDaemonSets(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").create(t)
+	ns := createNamespace(t)
+	agent := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+				Spec:       newPod(ns, "agent", "1", "256Mi").selectPool(pool).pod.Spec,
+			},
+		},
+	}
+	if _, err := testClientset.AppsV1().DaemonSets(ns).Create(t.Context(), agent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// 1 cpu fits m5.large's 1930m alone, but not beside the agent's 1 cpu.
+	keys := createPendingPods(t, ns, pool, 1, "1", "1Gi")
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys})
+
+	plans := plansOfPool(resp, pool)
+	if len(plans) != 1 || optionNames(plans[0])[0] != "m5.xlarge" {
+		t.Fatalf("plans %+v, want one m5.xlarge node", plans)
+	}
+	if want := "(+ 1 DaemonSet(s) cpu 1, memory 256Mi)"; !strings.Contains(plans[0].LaunchReason, want) {
+		t.Errorf("launch reason %q lacks %q", plans[0].LaunchReason, want)
+	}
+}
+
+// Pods of a node being drained (an interrupted spot instance) get room
+// elsewhere before they are evicted.
+func TestPlanReplansPodsOfDisruptedNodes(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
+	ns := createNamespace(t)
+	node := newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).createReady(t)
+	var keys []string
+	for range 2 {
+		pod := newPod(ns, uniqueName("bound"), "500m", "1Gi").selectPool(pool).bindTo(node).create(t)
+		keys = append(keys, pod.Namespace+"/"+pod.Name)
+	}
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, DisruptedNodes: []string{node}})
+
+	plans := plansOfPool(resp, pool)
+	if len(plans) != 1 || !slices.Equal(plans[0].PodKeys, sortedCopy(keys)) {
+		t.Fatalf("plans %+v, want one node for %v", plans, keys)
 	}
 }
