@@ -142,17 +142,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
-	// In AWS the queue comes from CloudFormation (deploy/iam); here it must
-	// exist before the worker asks for its URL.
-	if err := s.Emulator.SQS().CreateQueue(emuOpts.EventQueue, nil); err != nil {
-		return nil, fmt.Errorf("local stack: interruption queue %q: %w", emuOpts.EventQueue, err)
-	}
 	if err := s.Emulator.Start(opts.EmulatorAddr); err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
 	// Create the interruption queue now, not on the first event: a worker
-	// looks the queue up when it starts and gives up polling when it is
-	// missing.
+	// looks the queue up when it starts. (In AWS the queue comes from
+	// CloudFormation, deploy/iam.)
 	if err := s.Emulator.ConfigureEvents(awsemu.EventConfig{Queue: emuOpts.EventQueue, StateChangeNotifications: emuOpts.StateChangeNotifications}); err != nil {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
