@@ -171,17 +171,19 @@ type harnessOption func(*Config)
 func withClock(c clock.WithTicker) harnessOption { return func(cfg *Config) { cfg.Clock = c } }
 
 // withWriteCounter gives the activities a clientset whose transport counts
-// the write requests it sends (other controllers write Nodes too, so a
-// resourceVersion cannot tell who wrote).
+// the writes the API server accepted (other controllers write Nodes too, so
+// a resourceVersion cannot tell who wrote; and a write refused with
+// Conflict, retried by RetryOnConflict, wrote nothing).
 func withWriteCounter(counter *writeCounter) harnessOption {
 	return func(cfg *Config) {
 		config := testCluster.RESTConfig()
 		config.Wrap(func(next http.RoundTripper) http.RoundTripper {
 			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-				if req.Method != http.MethodGet {
+				resp, err := next.RoundTrip(req)
+				if err == nil && req.Method != http.MethodGet && resp.StatusCode < 300 {
 					counter.add(req.Method + " " + req.URL.Path)
 				}
-				return next.RoundTrip(req)
+				return resp, err
 			})
 		})
 		clientset, err := kubernetes.NewForConfig(config)
@@ -196,7 +198,7 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// writeCounter records write requests as "METHOD /path".
+// writeCounter records accepted write requests as "METHOD /path".
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
@@ -122,18 +121,17 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 	}
 
 	if got := writes.all(); len(got) != 1 || !strings.HasPrefix(got[0], "PATCH /api/v1/nodes/"+node.Name) {
-		t.Errorf("first RegisterNode sent %q, want one PATCH of the Node", got)
+		t.Errorf("first RegisterNode wrote %q, want one PATCH of the Node", got)
 	}
 
-	// A retry changes nothing: not even a no-op write.
+	// A retry changes nothing: not even a no-op write. (Counting accepted
+	// writes is the test: the TTL and node lifecycle controllers write this
+	// Node too.)
 	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
 		t.Fatal(err)
 	}
 	if got := writes.all(); len(got) != 1 {
 		t.Errorf("second RegisterNode wrote: %q", got[1:])
-	}
-	if again := getNode(t, node.Name); !equality.Semantic.DeepEqual(adoptedShape(again), adoptedShape(adopted)) {
-		t.Errorf("Node changed by the second RegisterNode:\n%+v\nwas\n%+v", adoptedShape(again), adoptedShape(adopted))
 	}
 
 	// The agent removes its startup taint; a late retry must not bring it
@@ -156,19 +154,6 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 	if got := writes.all(); len(got) != 1 {
 		t.Errorf("RegisterNode after initialization wrote: %q", got[1:])
 	}
-}
-
-// adoptedShape is what RegisterNode owns on a Node (the rest, like the
-// not-ready taint the node lifecycle controller puts on a Node without a
-// kubelet, belongs to others).
-func adoptedShape(node *corev1.Node) map[string]any {
-	taints := []corev1.Taint{}
-	for _, taint := range node.Spec.Taints {
-		if !strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
-			taints = append(taints, taint)
-		}
-	}
-	return map[string]any{"labels": node.Labels, "annotations": node.Annotations, "finalizers": node.Finalizers, "taints": taints}
 }
 
 func TestRegisterNodeOfAMissingNodeFails(t *testing.T) {
