@@ -115,6 +115,9 @@ func (c *Cluster) Name() string { return c.name }
 // KubeconfigPath is the admin kubeconfig, for `export KUBECONFIG=…`.
 func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
+// APIServerURL is the apiserver's https address on 127.0.0.1.
+func (c *Cluster) APIServerURL() string { return c.restConfig.Host }
+
 // RESTConfig is a copy of the admin client configuration.
 func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfig) }
 
