@@ -48,6 +48,7 @@ import (
 	"github.com/millwright/millwright/local/stack"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/worker/run"
+	workerwatch "github.com/millwright/millwright/worker/watch"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -916,5 +917,53 @@ func poll(t *testing.T, timeout time.Duration, what string, condition func(conte
 	})
 	if err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, errors.Join(err, lastErr))
+	}
+}
+
+// TestInvalidNodePoolIsReportedAndOthersKeepWorking: a NodePool the API
+// server accepts but Millwright cannot use (its budget's cron schedule does
+// not parse; the CRD cannot check cron syntax) gets a Warning event naming the
+// field, and a valid pool keeps provisioning.
+func TestInvalidNodePoolIsReportedAndOthersKeepWorking(t *testing.T) {
+	env := newTestEnv(t, "beside-invalid", "5s")
+	ctx := context.Background()
+	const broken = "broken-schedule"
+	err := applyManifest(ctx, nodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+		pool.SetName(broken)
+		return unstructured.SetNestedSlice(pool.Object, []any{
+			map[string]any{"nodes": "1", "schedule": "61 * * * *", "duration": "1h"},
+		}, "spec", "disruption", "budgets")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testDynamic.Resource(nodePoolResource).Delete(context.Background(), broken, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting NodePool %s: %v", broken, err)
+		}
+	})
+
+	poll(t, time.Minute, "a Warning event on the invalid NodePool naming the field", func(ctx context.Context) (bool, error) {
+		events, err := testKube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + broken,
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, event := range events.Items {
+			if event.Type == corev1.EventTypeWarning && event.Reason == workerwatch.ReasonInvalidNodePool &&
+				strings.Contains(event.Message, "spec.disruption.budgets[0].schedule") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	env.createDeployment(t, "still-works", 1, "500m")
+	env.waitPodsRunning(t, "still-works", 1, 2*time.Minute)
+	for _, instance := range testStack.Emulator.State().LiveInstances() {
+		if instance.Tags["millwright.dev/nodepool"] == broken {
+			t.Fatalf("instance %s was launched for the invalid pool", instance.ID)
+		}
 	}
 }
