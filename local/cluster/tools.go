@@ -49,7 +49,7 @@ const (
 
 // recipeRevision changes whenever the way binaries are built changes (flags,
 // ldflags), so caches built the old way are not reused.
-const recipeRevision = "recipe-1"
+const recipeRevision = "recipe-2"
 
 // toolRecipe says how one binary is built: which local/tools module, which package.
 type toolRecipe struct {
@@ -372,7 +372,10 @@ func buildTools(ctx context.Context, goCommand, sourceDir, binDir, key string, p
 		fmt.Fprintf(progress, "building %s (first run, several minutes)...\n", r.binary)
 		started := time.Now()
 		tmp := fmt.Sprintf("%s.tmp-%d", final, os.Getpid())
-		cmd := exec.CommandContext(ctx, goCommand, "build", "-trimpath", "-ldflags", r.linkFlags(), "-o", tmp, r.pkg)
+		// -buildvcs=false: the etcd main sits in this git checkout, and stamping the
+		// commit into it would make the binary differ per commit (and fail outright
+		// where git refuses the checkout's ownership).
+		cmd := exec.CommandContext(ctx, goCommand, "build", "-trimpath", "-buildvcs=false", "-ldflags", r.linkFlags(), "-o", tmp, r.pkg)
 		cmd.Dir = filepath.Join(sourceDir, r.module)
 		cmd.Env = env
 		var out bytes.Buffer
