@@ -296,6 +296,19 @@ func (p *Provider) instanceTags(req activities.LaunchRequest, resolved *Resolved
 	return tags
 }
 
+// launchTemplateTags are the launch template's own tags: the IAM policy
+// lets the worker create and delete only templates carrying TagCluster for
+// its cluster, and kubernetes.io/cluster/<name>=owned marks it as the
+// cluster's for cost tooling, as on the instances and volumes.
+func (p *Provider) launchTemplateTags(req activities.LaunchRequest, resolved *ResolvedNodeClass) map[string]string {
+	return map[string]string{
+		apisv1.TagClusterPrefix + req.Cluster: "owned",
+		TagCluster:                            req.Cluster,
+		apisv1.TagNodeClass:                   resolved.Name,
+		apisv1.TagNodeClaim:                   req.NodeClaimName,
+	}
+}
+
 func ec2Tags(tags map[string]string) []ec2types.Tag {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -515,9 +528,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, req activities.Laun
 		LaunchTemplateData: data,
 		TagSpecifications: []ec2types.TagSpecification{{
 			ResourceType: ec2types.ResourceTypeLaunchTemplate,
-			Tags: ec2Tags(map[string]string{
-				TagCluster: req.Cluster, apisv1.TagNodeClass: resolved.Name, apisv1.TagNodeClaim: req.NodeClaimName,
-			}),
+			Tags:         ec2Tags(p.launchTemplateTags(req, resolved)),
 		}},
 	})
 	if err != nil && errorCode(err) != errCodeTemplateNameExists {

@@ -657,3 +657,42 @@ func TestLaunchCustomAMIFamilyUsesUserDataVerbatim(t *testing.T) {
 		t.Errorf("taints %v, want none", node.Spec.Taints)
 	}
 }
+
+// TestLaunchTemplateCarriesClusterTags: the templates Launch creates carry
+// the tag the IAM policy conditions on (millwright.dev/cluster) and the
+// kubernetes.io/cluster/<name>=owned ownership tag, as instances and volumes
+// do. Launch deletes its templates once CreateFleet answers, so the template
+// is made directly and read back from the emulator.
+func TestLaunchTemplateCarriesClusterTags(t *testing.T) {
+	f := newFixture(t)
+	resolved, err := f.provider.NodeClasses.Resolve(context.Background(), testNodeClass())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resolved.Images) == 0 {
+		t.Fatal("the NodeClass resolved no image")
+	}
+	req := launchRequest("default-tags", f.option("m5.large"))
+	name, err := f.provider.ensureLaunchTemplate(context.Background(), req, resolved, resolved.Images[0], "")
+	if err != nil {
+		t.Fatalf("ensureLaunchTemplate: %v", err)
+	}
+	var tags map[string]string
+	for _, lt := range f.emu.State().LaunchTemplates {
+		if lt.Name == name {
+			tags = lt.Tags
+		}
+	}
+	if tags == nil {
+		t.Fatalf("launch template %s not in the emulator", name)
+	}
+	want := map[string]string{
+		"kubernetes.io/cluster/" + testCluster: "owned",
+		"millwright.dev/cluster":               testCluster,
+		"millwright.dev/ec2nodeclass":          "default",
+		"millwright.dev/nodeclaim":             "default-tags",
+	}
+	if !reflect.DeepEqual(tags, want) {
+		t.Fatalf("launch template tags %v, want %v", tags, want)
+	}
+}
