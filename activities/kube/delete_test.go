@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 )
 
 func TestDeleteNodeRemovesTheFinalizerAndTheNode(t *testing.T) {
@@ -21,7 +22,7 @@ func TestDeleteNodeRemovesTheFinalizerAndTheNode(t *testing.T) {
 			return activities.DeleteNodeRequest{ProviderID: providerID}
 		}},
 		{"by a stale name, found by providerID", func(_, providerID string) activities.DeleteNodeRequest {
-			return activities.DeleteNodeRequest{NodeName: uniqueName("renamed"), ProviderID: providerID}
+			return activities.DeleteNodeRequest{NodeName: clustertesting.UniqueName("renamed"), ProviderID: providerID}
 		}},
 	}
 	h := newHarness(t)

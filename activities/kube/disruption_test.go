@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
@@ -136,7 +137,7 @@ func TestAllowDisruptionAppliesBudgetsAndMinNodesToLiveNodes(t *testing.T) {
 	h := newHarness(t, withClock(clocktesting.NewFakeClock(now)))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := uniqueName("pool")
+			pool := clustertesting.UniqueName("pool")
 			createNodePool(t, pool, tt.budgets, tt.minNodes)
 			nodes := createPoolNodes(t, pool, tt.nodes...)
 
@@ -161,7 +162,7 @@ func TestAllowDisruptionAppliesBudgetsAndMinNodesToLiveNodes(t *testing.T) {
 func TestAllowDisruptionOfAPoolThatIsGone(t *testing.T) {
 	h := newHarness(t)
 	resp, err := execute[activities.AllowDisruptionResponse](h, nil, h.activities.AllowDisruption,
-		activities.AllowDisruptionRequest{NodePool: uniqueName("gone"), NodeName: "n", Reason: "Empty"})
+		activities.AllowDisruptionRequest{NodePool: clustertesting.UniqueName("gone"), NodeName: "n", Reason: "Empty"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 )
 
 // podEvents records, in the API server's order, the pod events of one
@@ -161,7 +162,7 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 	h := newHarness(t)
 	node := createNode(t, newNode("order").build())
 	waitNodeReady(t, node.Name)
-	namespace := createNamespace(t, "order")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "order")
 
 	for _, ds := range []*appsv1.DaemonSet{
 		daemonSet(namespace, "agent", node.Name, ""),
@@ -190,7 +191,7 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 		t.Errorf("response = %+v, want 5 evicted, 0 deleted", resp)
 	}
 	all := slices.Concat(workloads, daemons, critical)
-	eventually(t, 30*time.Second, "every pod's Deleted event watched", func(context.Context) (bool, error) {
+	clustertesting.Eventually(t, 30*time.Second, "every pod's Deleted event watched", func(context.Context) (bool, error) {
 		return events.goneCount(all) == len(all), nil
 	})
 	if gone, evicted := events.lastGone(workloads), events.firstEvicted(daemons); evicted < gone {
@@ -226,12 +227,12 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 // moment has fewer than two healthy replicas.
 func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	h := newHarness(t)
-	group := uniqueName("pdb")
+	group := clustertesting.UniqueName("pdb")
 	draining := createNode(t, newNode("pdb-a").label("millwright.dev/test-pdb", group).build())
 	spare := createNode(t, newNode("pdb-b").label("millwright.dev/test-pdb", group).unschedulable().build())
 	waitNodeReady(t, draining.Name)
 	waitNodeReady(t, spare.Name)
-	namespace := createNamespace(t, "pdb")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "pdb")
 
 	labels := map[string]string{"app": "web"}
 	replicaSet := &appsv1.ReplicaSet{
@@ -263,7 +264,7 @@ func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	if _, err := testClientset.PolicyV1().PodDisruptionBudgets(namespace).Create(t.Context(), pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "PDB allows one disruption", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "PDB allows one disruption", func(ctx context.Context) (bool, error) {
 		live, err := testClientset.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -328,7 +329,7 @@ func TestDrainDeletesADoNotDisruptPodOnlyAtTheDeadline(t *testing.T) {
 	h := newHarness(t)
 	node := createNode(t, newNode("dnd").build())
 	waitNodeReady(t, node.Name)
-	namespace := createNamespace(t, "dnd")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "dnd")
 	createPod(t, newPod(namespace, "batch", node.Name).annotate(activities.DoNotDisruptAnnotation, "true").gracePeriod(1).build())
 	createPod(t, newPod(namespace, "web", node.Name).build())
 	waitPodsRunning(t, namespace, 2)
@@ -354,7 +355,7 @@ func TestDrainDeletesADoNotDisruptPodOnlyAtTheDeadline(t *testing.T) {
 	if !blocked {
 		t.Error("no heartbeat reported batch as blocked by do-not-disrupt")
 	}
-	eventually(t, 30*time.Second, "batch's termination watched", func(context.Context) (bool, error) {
+	clustertesting.Eventually(t, 30*time.Second, "batch's termination watched", func(context.Context) (bool, error) {
 		events.mu.Lock()
 		defer events.mu.Unlock()
 		_, ok := events.firstTerminating["batch"]
@@ -372,7 +373,7 @@ func TestInvoluntaryDrainEvictsDoNotDisruptPods(t *testing.T) {
 	h := newHarness(t)
 	node := createNode(t, newNode("spot").build())
 	waitNodeReady(t, node.Name)
-	namespace := createNamespace(t, "spot")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "spot")
 	createPod(t, newPod(namespace, "batch", node.Name).annotate(activities.DoNotDisruptAnnotation, "true").build())
 	waitPodsRunning(t, namespace, 1)
 
@@ -393,7 +394,7 @@ func TestDrainResumesFromHeartbeatDetails(t *testing.T) {
 	h := newHarness(t)
 	node := createNode(t, newNode("resume").taint(activities.DisruptedTaintKey, corev1.TaintEffectNoSchedule).unschedulable().build())
 	waitNodeReady(t, node.Name)
-	namespace := createNamespace(t, "resume")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "resume")
 	createPod(t, newPod(namespace, "web", node.Name).build())
 	waitPodsRunning(t, namespace, 1)
 

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 )
 
 // The Node becomes Ready through kwok, but stays uninitialized until the
@@ -18,7 +19,7 @@ func TestWaitForInitializationWaitsForStartupTaintRemoval(t *testing.T) {
 	h := newHarness(t)
 	agent := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
 	node := createNode(t, newNode("init").taint(agent.Key, agent.Effect).build())
-	namespace := createNamespace(t, "init")
+	namespace := clustertesting.CreateNamespace(t, testClientset, "init")
 	createPod(t, newPod(namespace, "workload", node.Name).build())
 
 	type result struct {

@@ -2,9 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,21 +16,16 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/millwright/millwright/activities"
-	"github.com/millwright/millwright/deploy/crds"
 	"github.com/millwright/millwright/local/cluster"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 )
 
 // The one control plane this package's tests share (nil under -short, where
@@ -45,86 +37,13 @@ var (
 )
 
 // TestMain starts one real control plane (kube-apiserver, controller-manager,
-// scheduler, kwok) for the package and installs the Millwright CRDs. Building
-// the binaries on a cold cache happens here, before go test's -timeout
-// clock starts in m.Run.
+// scheduler, kwok) for the package with the Millwright CRDs installed.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	os.Exit(runWithCluster(m))
-}
-
-func runWithCluster(m *testing.M) int {
-	workDir, err := os.MkdirTemp("", "millwright-kube-activities-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kube activities tests:", err)
-		return 1
-	}
-	defer os.RemoveAll(workDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
-	defer cancel()
-
-	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{Name: "kube-activities", WorkDir: workDir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kube activities tests: starting the control plane:", err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "kube activities tests: stopping the control plane:", err)
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "kube activities tests: control plane ready in %s\n", time.Since(started).Round(time.Millisecond))
-
-	testCluster = c
-	testClientset = c.Clientset()
-	testDynamic, err = dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kube activities tests: dynamic client:", err)
-		return 1
-	}
-	if err := installCRDs(ctx, testDynamic); err != nil {
-		fmt.Fprintln(os.Stderr, "kube activities tests: installing CRDs:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installCRDs creates the embedded CRDs and waits until they are Established.
-func installCRDs(ctx context.Context, client dynamic.Interface) error {
-	for name, manifest := range crds.All() {
-		var obj map[string]any
-		if err := yaml.Unmarshal(manifest, &obj); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		crd := &unstructured.Unstructured{Object: obj}
-		if _, err := client.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
-		}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			live, err := client.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			conditions, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
-			for _, c := range conditions {
-				condition, _ := c.(map[string]any)
-				if condition["type"] == "Established" && condition["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not Established: %w", crd.GetName(), err)
-		}
-	}
-	return nil
+	os.Exit(clustertesting.Main(m, clustertesting.Options{Name: "kube-activities"},
+		func(_ context.Context, env *clustertesting.Env) (func(), error) {
+			testCluster, testClientset, testDynamic = env.Cluster, env.Clientset, env.Dynamic
+			return nil, nil
+		}))
 }
 
 func requireCluster(t *testing.T) {
@@ -132,31 +51,6 @@ func requireCluster(t *testing.T) {
 	if testCluster == nil {
 		t.Skip("needs the real control plane; not started under -short")
 	}
-}
-
-// eventually polls condition until it holds or timeout passes. The control
-// plane is real processes, so observing it is the only synchronisation.
-func eventually(t *testing.T, timeout time.Duration, what string, condition func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := condition(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s (last error: %v)", what, timeout, lastErr)
-	}
-}
-
-// uniqueName is prefix plus a random suffix: tests share one cluster.
-func uniqueName(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // harness is the activities under test with their logs and heartbeats.
@@ -388,7 +282,7 @@ type nodeBuilder struct{ node *corev1.Node }
 // newNode is a Node kwok plays the kubelet for (it becomes Ready), with a
 // unique name and providerID.
 func newNode(prefix string) *nodeBuilder {
-	name := uniqueName(prefix)
+	name := clustertesting.UniqueName(prefix)
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("4"),
 		corev1.ResourceMemory: resource.MustParse("16Gi"),
@@ -468,7 +362,7 @@ func getNode(t *testing.T, name string) *corev1.Node {
 
 func waitNodeReady(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 2*time.Minute, "Node "+name+" Ready", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, 2*time.Minute, "Node "+name+" Ready", func(ctx context.Context) (bool, error) {
 		node, err := testClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -476,25 +370,6 @@ func waitNodeReady(t *testing.T, name string) {
 		status, _ := nodeReady(node)
 		return status == corev1.ConditionTrue, nil
 	})
-}
-
-// createNamespace makes a namespace for one test and waits for its default
-// ServiceAccount, without which pod admission rejects pods.
-func createNamespace(t *testing.T, prefix string) string {
-	t.Helper()
-	ns, err := testClientset.CoreV1().Namespaces().Create(t.Context(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = testClientset.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	eventually(t, time.Minute, "default ServiceAccount in "+ns.Name, func(ctx context.Context) (bool, error) {
-		_, err := testClientset.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, err
-	})
-	return ns.Name
 }
 
 // podBuilder builds pods bound straight to a node (no scheduler involved).
@@ -544,7 +419,7 @@ func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 // waitPodsRunning waits until every pod of namespace on node is Running.
 func waitPodsRunning(t *testing.T, namespace string, want int) {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("%d pods Running in %s", want, namespace), func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, 2*time.Minute, fmt.Sprintf("%d pods Running in %s", want, namespace), func(ctx context.Context) (bool, error) {
 		pods, err := testClientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

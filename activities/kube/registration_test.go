@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 )
 
 func TestWaitForRegistrationFindsANodeAlreadyThere(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 
 	// The agent removes its startup taint; a late retry must not bring it
 	// back.
-	eventually(t, 30*time.Second, "startup taint removed", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, 30*time.Second, "startup taint removed", func(ctx context.Context) (bool, error) {
 		current, err := testClientset.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -159,7 +160,7 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 func TestRegisterNodeOfAMissingNodeFails(t *testing.T) {
 	h := newHarness(t)
 	_, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode,
-		activities.RegisterNodeRequest{NodeName: uniqueName("missing"), NodeClaimName: "c", NodePool: "p"})
+		activities.RegisterNodeRequest{NodeName: clustertesting.UniqueName("missing"), NodeClaimName: "c", NodePool: "p"})
 	if err == nil {
 		t.Fatal("RegisterNode of a missing Node succeeded")
 	}

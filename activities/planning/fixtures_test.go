@@ -2,8 +2,6 @@ package planning
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 	"testing"
 	"time"
@@ -15,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
 	"github.com/millwright/millwright/local/cluster"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
@@ -36,31 +34,6 @@ func requireStack(t *testing.T) {
 	t.Helper()
 	if testCluster == nil {
 		t.Skip("needs the control plane and the EC2 emulator; not started under -short")
-	}
-}
-
-// uniqueName is prefix plus a random suffix: tests share one cluster.
-func uniqueName(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
-// eventually polls condition until it holds or timeout passes; the control
-// plane is real processes, so observing it is the only synchronisation.
-func eventually(t *testing.T, timeout time.Duration, what string, condition func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := condition(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s (last error: %v)", what, timeout, lastErr)
 	}
 }
 
@@ -131,7 +104,7 @@ func createNodeClassWithSubnets(t *testing.T, subnetTags map[string]string) stri
 	t.Helper()
 	discovery := map[string]string{"millwright.dev/discovery": "millwright"}
 	nc := &apisv1.EC2NodeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("class")},
+		ObjectMeta: metav1.ObjectMeta{Name: clustertesting.UniqueName("class")},
 		Spec: apisv1.EC2NodeClassSpec{
 			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: subnetTags}},
 			SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: discovery}},
@@ -151,7 +124,7 @@ type poolBuilder struct{ pool *apisv1.NodePool }
 const poolLabel = "planning.example.com/pool"
 
 func newPool(nodeClass string) *poolBuilder {
-	name := uniqueName("pool")
+	name := clustertesting.UniqueName("pool")
 	return &poolBuilder{pool: &apisv1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
@@ -203,25 +176,6 @@ func (b *poolBuilder) create(t *testing.T) string {
 	t.Helper()
 	createCustom(t, NodePoolResource, "NodePool", b.pool.DeepCopy())
 	return b.pool.Name
-}
-
-// createNamespace makes a namespace for one test and waits for its default
-// ServiceAccount, without which pod admission rejects pods.
-func createNamespace(t *testing.T) string {
-	t.Helper()
-	ns, err := testClientset.CoreV1().Namespaces().Create(t.Context(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "planning-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = testClientset.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	eventually(t, time.Minute, "default ServiceAccount in "+ns.Name, func(ctx context.Context) (bool, error) {
-		_, err := testClientset.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, err
-	})
-	return ns.Name
 }
 
 // podBuilder builds pods.
@@ -298,7 +252,7 @@ func createPendingPods(t *testing.T, namespace, pool string, n int, cpu, memory 
 	t.Helper()
 	var keys []string
 	for i := range n {
-		keys = append(keys, newPod(namespace, uniqueName("pod")+"-"+string(rune('a'+i)), cpu, memory).selectPool(pool).createPending(t))
+		keys = append(keys, newPod(namespace, clustertesting.UniqueName("pod")+"-"+string(rune('a'+i)), cpu, memory).selectPool(pool).createPending(t))
 	}
 	return sortedCopy(keys)
 }
@@ -307,7 +261,7 @@ func createPendingPods(t *testing.T, namespace, pool string, n int, cpu, memory 
 type nodeBuilder struct{ node *corev1.Node }
 
 func newNode(cpu, memory string) *nodeBuilder {
-	name := uniqueName("node")
+	name := clustertesting.UniqueName("node")
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
 		corev1.ResourcePods: resource.MustParse("110"),
@@ -356,7 +310,7 @@ func (b *nodeBuilder) create(t *testing.T) string {
 func (b *nodeBuilder) createReady(t *testing.T) string {
 	t.Helper()
 	name := b.create(t)
-	eventually(t, time.Minute, "Node "+name+" Ready without the not-ready taint", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "Node "+name+" Ready without the not-ready taint", func(ctx context.Context) (bool, error) {
 		node, err := testClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

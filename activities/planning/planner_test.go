@@ -16,6 +16,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
@@ -24,10 +25,10 @@ func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
 	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
 	pool := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge").taint("dedicated").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	var keys []string
 	for range 3 {
-		keys = append(keys, newPod(ns, uniqueName("web"), "500m", "1Gi").selectPool(pool).tolerate("dedicated").createPending(t))
+		keys = append(keys, newPod(ns, clustertesting.UniqueName("web"), "500m", "1Gi").selectPool(pool).tolerate("dedicated").createPending(t))
 	}
 	keys = sortedCopy(keys)
 
@@ -97,9 +98,9 @@ func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	pod := newPod(ns, "unplaceable", "1", "1Gi").selectPool(pool).defaultScheduler().create(t)
-	eventually(t, time.Minute, "kube-scheduler marks the pod Unschedulable", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "kube-scheduler marks the pod Unschedulable", func(ctx context.Context) (bool, error) {
 		live, err := testClientset.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && IsProvisionable(live), err
 	})
@@ -115,7 +116,7 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	nodeClass := createNodeClass(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	cases := []struct {
 		name string
 		// node builds the Node the pods could go to; disrupted names it in
@@ -153,7 +154,7 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 			pool := newPool(nodeClass).onDemandTypes("m5.large").create(t)
 			node := tc.node(pool).createReady(t)
 			if tc.fill != "" {
-				newPod(ns, uniqueName("filler"), tc.fill, "1Gi").bindTo(node).create(t)
+				newPod(ns, clustertesting.UniqueName("filler"), tc.fill, "1Gi").bindTo(node).create(t)
 			}
 			keys := createPendingPods(t, ns, pool, 2, "250m", "512Mi")
 			req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys}
@@ -179,21 +180,21 @@ func TestPlanCountsInFlightNodes(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	first := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
 	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: first})
 	plans := plansOfPool(resp, pool)
 	if len(plans) != 1 {
 		t.Fatalf("first batch: %d plans, want 1", len(plans))
 	}
-	claim := uniqueName("claim")
+	claim := clustertesting.UniqueName("claim")
 	inFlight := []activities.InFlightNode{{
 		NodeClaimName: claim, NodePool: pool, InstanceTypes: optionNames(plans[0]),
 		PodKeys: plans[0].PodKeys, StartedAt: time.Now(),
 	}}
 
 	// m5.large holds 1930m: 1000m are the first pods', 500m more fit.
-	fits := newPod(ns, uniqueName("fits"), "500m", "1Gi").selectPool(pool).createPending(t)
+	fits := newPod(ns, clustertesting.UniqueName("fits"), "500m", "1Gi").selectPool(pool).createPending(t)
 	batch := append(slices.Clone(first), fits)
 	resp = plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: batch, InFlight: inFlight})
 	if got := plansOfPool(resp, pool); len(got) != 0 {
@@ -203,7 +204,7 @@ func TestPlanCountsInFlightNodes(t *testing.T) {
 		t.Errorf("considered %d, placed %d; want 3 and 3", resp.PodsConsidered, resp.PlacedOnExisting)
 	}
 
-	tooBig := newPod(ns, uniqueName("big"), "1500m", "1Gi").selectPool(pool).createPending(t)
+	tooBig := newPod(ns, clustertesting.UniqueName("big"), "1500m", "1Gi").selectPool(pool).createPending(t)
 	resp = plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: append(batch, tooBig), InFlight: inFlight})
 	if got := plansOfPool(resp, pool); len(got) != 1 || !slices.Equal(got[0].PodKeys, []string{tooBig}) {
 		t.Fatalf("third batch planned %+v, want one node for %s only", got, tooBig)
@@ -235,7 +236,7 @@ func TestPlanSkipsUnusablePools(t *testing.T) {
 	unresolvable := newPool(noSubnets).onDemandTypes("m5.xlarge").weight(30).mutate(func(np *apisv1.NodePool) {
 		np.Spec.Template.Labels[poolLabel] = valid
 	}).create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	keys := createPendingPods(t, ns, valid, 1, "1", "1Gi")
 
 	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys})
@@ -270,7 +271,7 @@ func TestPlanKeepsMinNodes(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").minNodes(3).create(t)
-	inFlight := activities.InFlightNode{NodeClaimName: uniqueName("claim"), NodePool: pool, InstanceTypes: []string{"m5.large"}}
+	inFlight := activities.InFlightNode{NodeClaimName: clustertesting.UniqueName("claim"), NodePool: pool, InstanceTypes: []string{"m5.large"}}
 	cases := []struct {
 		name      string
 		inFlight  []activities.InFlightNode
@@ -309,7 +310,7 @@ func TestPlanKeepsMinNodes(t *testing.T) {
 func TestPlanAvoidsUnavailableOfferings(t *testing.T) {
 	requireStack(t)
 	nodeClass := createNodeClass(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 	unavailable := func(until time.Time) []activities.UnavailableOffering {
 		var out []activities.UnavailableOffering
@@ -363,7 +364,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 	big := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge", "m5.2xlarge").create(t)
 	small := newPool(nodeClass).require(apisv1.LabelInstanceFamily, corev1.NodeSelectorOpIn, "c5", "m5").
 		require(apisv1.LabelInstanceSize, corev1.NodeSelectorOpIn, "large", "xlarge").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	keys := append(createPendingPods(t, ns, big, 7, "700m", "2Gi"), createPendingPods(t, ns, small, 5, "300m", "512Mi")...)
 	// The pools' pods cannot share a node, so there are at least two plans.
 	req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys, MaxNodePlans: 1}
@@ -385,7 +386,7 @@ func TestInformerStatePlansLikeAPIState(t *testing.T) {
 	requireStack(t)
 	provider := testProvider
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	keys := createPendingPods(t, ns, pool, 2, "500m", "1Gi")
 	req := activities.PlanRequest{Cluster: testClusterName, PodKeys: keys}
 	want := plan(t, newPlanner(t, provider), req)
@@ -432,7 +433,7 @@ func TestPlanLeavesRoomForDaemonSets(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.xlarge").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	agent := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
 		Spec: appsv1.DaemonSetSpec{
@@ -466,11 +467,11 @@ func TestPlanReplansPodsOfDisruptedNodes(t *testing.T) {
 	requireStack(t)
 	planner := newPlanner(t, testProvider)
 	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
-	ns := createNamespace(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
 	node := newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).createReady(t)
 	var keys []string
 	for range 2 {
-		pod := newPod(ns, uniqueName("bound"), "500m", "1Gi").selectPool(pool).bindTo(node).create(t)
+		pod := newPod(ns, clustertesting.UniqueName("bound"), "500m", "1Gi").selectPool(pool).bindTo(node).create(t)
 		keys = append(keys, pod.Namespace+"/"+pod.Name)
 	}
 

@@ -16,17 +16,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"go.uber.org/zap"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/millwright/millwright/deploy/crds"
 	"github.com/millwright/millwright/local/awsemu"
@@ -121,7 +113,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local stack: Kubernetes control plane: %w", err)
 	}
-	if err := InstallCRDs(ctx, s.Cluster.RESTConfig()); err != nil {
+	if err := crds.Install(ctx, s.Cluster.RESTConfig()); err != nil {
 		return nil, fmt.Errorf("local stack: %w", err)
 	}
 
@@ -152,49 +144,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("local stack: emulator: %w", err)
 	}
 	return s, nil
-}
-
-// InstallCRDs creates or updates Millwright's CRDs and waits until the API
-// server serves them.
-func InstallCRDs(ctx context.Context, config *rest.Config) error {
-	client, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("installing CRDs: %w", err)
-	}
-	for file, data := range crds.All() {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
-			return fmt.Errorf("installing CRDs: %s: %w", file, err)
-		}
-		api := client.ApiextensionsV1().CustomResourceDefinitions()
-		existing, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = api.Create(ctx, &crd, metav1.CreateOptions{})
-		case err == nil:
-			crd.ResourceVersion = existing.ResourceVersion
-			_, err = api.Update(ctx, &crd, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("installing CRD %s: not established: %w", crd.Name, err)
-		}
-	}
-	return nil
 }
 
 // ClusterName is the cluster's name as tags and discovery selectors use it.
