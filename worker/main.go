@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/millwright/millwright/worker/connect"
+	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
 	"github.com/millwright/millwright/workflows"
 )
@@ -38,6 +39,7 @@ type flags struct {
 	batchIdle           time.Duration
 	batchMax            time.Duration
 	registrationTimeout time.Duration
+	metricsAddress      string
 }
 
 func main() {
@@ -74,6 +76,12 @@ func newCommand() *cobra.Command {
 	fs.StringVar(&f.logLevel, "log-level", connect.EnvOr("MILLWRIGHT_LOG_LEVEL", "info"), "debug, info, warn or error [$MILLWRIGHT_LOG_LEVEL]")
 	fs.DurationVar(&f.batchIdle, "batch-idle-duration", workflows.DefaultIdleWindow, "close a batch of pending pods after this long without new ones")
 	fs.DurationVar(&f.batchMax, "batch-max-duration", workflows.DefaultMaxWindow, "close a batch of pending pods after this long in all")
+	// LookupEnv, not EnvOr: an empty MILLWRIGHT_METRICS_ADDRESS disables.
+	metricsAddress, set := os.LookupEnv("MILLWRIGHT_METRICS_ADDRESS")
+	if !set {
+		metricsAddress = metrics.DefaultAddress
+	}
+	fs.StringVar(&f.metricsAddress, "metrics-address", metricsAddress, "serve /metrics, /healthz and /readyz here; empty disables [$MILLWRIGHT_METRICS_ADDRESS]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -89,6 +97,17 @@ func runWorker(ctx context.Context, f flags) error {
 		return err
 	}
 	f.temporal.Logger = run.TemporalLogger(logger)
+	// One registry for Millwright's collectors and the Temporal SDK's.
+	registry := metrics.NewRegistry()
+	workerMetrics, err := metrics.New(registry)
+	if err != nil {
+		return err
+	}
+	if f.metricsAddress != "" {
+		handler, stopBridge := metrics.NewTemporalHandler(registry, logger.Named("temporal-metrics"))
+		defer stopBridge.Close() //nolint:errcheck // stops a ticker; nothing to report
+		f.temporal.MetricsHandler = handler
+	}
 	temporalClient, err := f.temporal.Dial(ctx)
 	if err != nil {
 		return err
@@ -107,6 +126,8 @@ func runWorker(ctx context.Context, f flags) error {
 		InterruptionQueue:   f.interruptionQueue,
 		Provisioner:         workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
 		RegistrationTimeout: f.registrationTimeout,
+		MetricsAddress:      f.metricsAddress,
+		Metrics:             workerMetrics,
 		Logger:              logger,
 	})
 }

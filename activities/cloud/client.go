@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // EC2API is the part of *ec2.Client the provider uses. The worker passes the
@@ -82,6 +83,10 @@ type Config struct {
 	PricingRegion string
 	// PricingEndpoint overrides the Pricing API's base endpoint.
 	PricingEndpoint string
+
+	// APIOptions are extra SDK middleware for every client built from this
+	// Config (the worker's API call metrics).
+	APIOptions []func(*middleware.Stack) error
 }
 
 func (c Config) withDefaults() Config {
@@ -119,6 +124,7 @@ func loadAWSConfig(ctx context.Context, c Config, region string) (aws.Config, er
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("aws config for region %s: %w", region, err)
 	}
+	cfg.APIOptions = append(cfg.APIOptions, c.APIOptions...)
 	// Wrapped after loading, so the loader can still apply AWS_CA_BUNDLE and
 	// other transport options to the buildable client it made.
 	cfg.HTTPClient = requestBodyWithoutWriteTo{client: cfg.HTTPClient}

@@ -40,6 +40,9 @@ type Temporal struct {
 	// Logger receives the SDK's logs (the worker routes them to zap); nil
 	// keeps only warnings, on standard error.
 	Logger sdklog.Logger
+	// MetricsHandler receives the SDK's metrics (the worker's Prometheus
+	// registry); nil drops them.
+	MetricsHandler client.MetricsHandler
 }
 
 // Defaults when neither flag nor environment says otherwise: the local dev server.
@@ -86,6 +89,8 @@ func (c *Temporal) ClientOptions() (client.Options, error) {
 		HostPort:  c.Address,
 		Namespace: c.Namespace,
 		Logger:    c.Logger,
+		// A nil handler is the SDK's no-op default.
+		MetricsHandler: c.MetricsHandler,
 	}
 	if options.Logger == nil {
 		options.Logger = QuietSDKLogger()

@@ -34,6 +34,13 @@ type Signaler interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
+// MessageRecorder counts the messages the poller receives, by kind: the
+// workflows' InterruptionKind, "ignored" for events Millwright does not act
+// on, "unreadable" for bodies that are not events.
+type MessageRecorder interface {
+	InterruptionMessageReceived(kind string)
+}
+
 // maxReceivesForUnknownInstance: an event for an instance no workflow owns
 // yet may be early (the launch has not recorded the instance id); it is left
 // for redelivery this many times, then dropped as not ours.
@@ -50,6 +57,8 @@ type Poller struct {
 	WaitTime time.Duration
 	// ErrorBackoff spaces retries after a failed receive (default 5 s).
 	ErrorBackoff time.Duration
+	// Recorder, when set, counts received messages.
+	Recorder MessageRecorder
 }
 
 // Run polls until ctx ends.
@@ -122,8 +131,14 @@ func (p *Poller) queueURL(ctx context.Context) (string, error) {
 func (p *Poller) handle(ctx context.Context, msg sqstypes.Message) (done bool) {
 	notice, err := ParseMessage(aws.ToString(msg.Body))
 	if err != nil {
+		p.record(KindUnreadable)
 		p.Logger.Warn("dropping an unreadable interruption message", zap.Error(err))
 		return true
+	}
+	if notice.Interruption.Kind == "" {
+		p.record(KindIgnored)
+	} else {
+		p.record(string(notice.Interruption.Kind))
 	}
 	receives, _ := strconv.Atoi(msg.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)])
 	done = true
@@ -154,4 +169,19 @@ func (p *Poller) handle(ctx context.Context, msg sqstypes.Message) (done bool) {
 		}
 	}
 	return done
+}
+
+// Kinds a message is counted under besides the workflows' InterruptionKind.
+const (
+	// KindIgnored is an event Millwright does not act on (a state change to
+	// running, an unknown detail type).
+	KindIgnored = "ignored"
+	// KindUnreadable is a message body that is not an EventBridge event.
+	KindUnreadable = "unreadable"
+)
+
+func (p *Poller) record(kind string) {
+	if p.Recorder != nil {
+		p.Recorder.InterruptionMessageReceived(kind)
+	}
 }

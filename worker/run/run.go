@@ -34,6 +34,7 @@ import (
 	"github.com/millwright/millwright/activities/millwright"
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/worker/interruption"
+	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/watch"
 	"github.com/millwright/millwright/workflows"
 )
@@ -79,6 +80,15 @@ type Config struct {
 	// RegistrationTimeout overrides the default 15 minutes.
 	RegistrationTimeout time.Duration
 
+	// MetricsAddress is where /metrics, /healthz and /readyz are served
+	// (e.g. ":8080"); empty serves nothing.
+	MetricsAddress string
+	// Metrics are recorded by the activities, the AWS clients and the
+	// interruption poller. Default: collectors on a registry of their own
+	// (nothing else reads it unless MetricsAddress serves it). The worker
+	// binary passes the registry its Temporal client reports SDK metrics to.
+	Metrics *metrics.Metrics
+
 	Clock  clock.WithTicker
 	Logger *zap.Logger
 }
@@ -89,6 +99,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	logger := cfg.Logger
+	// Served from the start, so liveness answers while informers sync;
+	// readiness waits for them and the Temporal worker.
+	readiness := &metrics.Readiness{}
+	if cfg.MetricsAddress != "" {
+		server, err := metrics.Listen(cfg.MetricsAddress, cfg.Metrics.Gatherer(), readiness)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		serveCtx, stopServing := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := server.Serve(serveCtx); err != nil {
+				logger.Error("the metrics server stopped", zap.Error(err))
+			}
+		}()
+		// Runs last: everything else has stopped by then.
+		defer func() {
+			stopServing()
+			<-served
+		}()
+		logger.Info("serving metrics and probes", zap.Stringer("address", server.Addr()))
+	}
 	kubeClient, err := kubernetes.NewForConfig(cfg.Kubernetes)
 	if err != nil {
 		return fmt.Errorf("worker: Kubernetes client: %w", err)
@@ -107,7 +140,10 @@ func Run(ctx context.Context, cfg Config) error {
 	factory := informers.NewSharedInformerFactory(kubeClient, informerResync)
 	dynamicFactory := dynamicinformer.NewDynamicSharedInformerFactory(dynamicClient, informerResync)
 
-	awsConfig := cloud.Config{Region: cfg.AWSRegion, Endpoint: cfg.AWSEndpoint, Credentials: cfg.AWSCredentials, Pricing: cfg.Pricing}
+	awsConfig := cloud.Config{
+		Region: cfg.AWSRegion, Endpoint: cfg.AWSEndpoint, Credentials: cfg.AWSCredentials, Pricing: cfg.Pricing,
+		APIOptions: cfg.Metrics.AWSAPIOptions(cfg.Clock),
+	}
 	ec2Client, err := cloud.NewEC2Client(ctx, awsConfig)
 	if err != nil {
 		return fmt.Errorf("worker: EC2 client: %w", err)
@@ -140,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, sdkworker.Options{})
 	workflows.Register(temporalWorker)
-	activities.Register(temporalWorker, acts)
+	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Temporal, cfg.Clock))
 
 	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Provisioner}
 	podWatcher, err := watch.NewPodWatcher(factory, provisioner, cfg.Clock, logger.Named("pods"))
@@ -203,7 +239,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		poller := &interruption.Poller{
 			SQS: sqsClient, Queue: cfg.InterruptionQueue, Signaler: cfg.Temporal, Logger: logger.Named("interruption"),
-			Finder: &interruption.Finder{Cluster: cfg.ClusterName, Nodes: nodeInformer, Visibility: cfg.Temporal, Namespace: cfg.Namespace},
+			Recorder: cfg.Metrics,
+			Finder:   &interruption.Finder{Cluster: cfg.ClusterName, Nodes: nodeInformer, Visibility: cfg.Temporal, Namespace: cfg.Namespace},
 		}
 		goRun(func(ctx context.Context) {
 			if err := poller.Run(ctx); err != nil {
@@ -218,10 +255,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{Reason: "worker started"}); err != nil {
 		logger.Warn("asking the provisioner for a planning pass failed", zap.Error(err))
 	}
+	readiness.Set(true)
 	logger.Info("Millwright worker started", zap.String("cluster", cfg.ClusterName), zap.String("taskQueue", cfg.TaskQueue),
 		zap.String("namespace", cfg.Namespace), zap.Bool("interruptionQueue", cfg.InterruptionQueue != ""))
 
 	<-ctx.Done()
+	readiness.Set(false)
 	cancel()
 	for range running {
 		<-done
@@ -262,6 +301,13 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Metrics == nil {
+		m, err := metrics.New(metrics.NewRegistry())
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		cfg.Metrics = m
 	}
 	return nil
 }

@@ -1,0 +1,145 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// newTestMetrics registers Millwright's collectors on a fresh registry.
+func newTestMetrics(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	registry := prometheus.NewRegistry()
+	m, err := New(registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, registry
+}
+
+func TestNewRefusesASecondRegistrationOnTheSameRegistry(t *testing.T) {
+	_, registry := newTestMetrics(t)
+	if _, err := New(registry); err == nil {
+		t.Fatal("registering Millwright's collectors twice on one registry succeeded")
+	}
+}
+
+func TestRecordersExposeKarpenterStyleSeries(t *testing.T) {
+	cases := []struct {
+		name   string
+		record func(m *Metrics)
+		metric string
+		want   string
+	}{
+		{
+			name: "nodes launched by pool and offering",
+			record: func(m *Metrics) {
+				m.NodeLaunched("default", "m5.large", "us-east-1a", "spot")
+				m.NodeLaunched("default", "m5.large", "us-east-1a", "spot")
+				m.NodeLaunched("gpu", "g5.xlarge", "us-east-1b", "on-demand")
+			},
+			metric: "millwright_nodes_launched_total",
+			want: `
+# HELP millwright_nodes_launched_total Instances launched for node claims, by NodePool and the offering EC2 chose.
+# TYPE millwright_nodes_launched_total counter
+millwright_nodes_launched_total{capacity_type="on-demand",instance_type="g5.xlarge",nodepool="gpu",zone="us-east-1b"} 1
+millwright_nodes_launched_total{capacity_type="spot",instance_type="m5.large",nodepool="default",zone="us-east-1a"} 2
+`,
+		},
+		{
+			name: "launch errors by cause",
+			record: func(m *Metrics) {
+				m.LaunchFailed("default", CauseInsufficientCapacity)
+				m.LaunchFailed("default", CauseThrottled)
+				m.LaunchFailed("default", CauseThrottled)
+			},
+			metric: "millwright_nodes_launch_errors_total",
+			want: `
+# HELP millwright_nodes_launch_errors_total Failed Launch activity attempts, by NodePool and cause (insufficient_capacity, throttled, invalid_nodeclass, other).
+# TYPE millwright_nodes_launch_errors_total counter
+millwright_nodes_launch_errors_total{cause="insufficient_capacity",nodepool="default"} 1
+millwright_nodes_launch_errors_total{cause="throttled",nodepool="default"} 2
+`,
+		},
+		{
+			name:   "nodes terminated by pool and reason",
+			record: func(m *Metrics) { m.NodeTerminated("default", "Expired") },
+			metric: "millwright_nodes_terminated_total",
+			want: `
+# HELP millwright_nodes_terminated_total Instances terminated by node workflows, by NodePool and termination reason.
+# TYPE millwright_nodes_terminated_total counter
+millwright_nodes_terminated_total{nodepool="default",reason="Expired"} 1
+`,
+		},
+		{
+			name: "interruption messages by kind",
+			record: func(m *Metrics) {
+				m.InterruptionMessageReceived("spot-warning")
+				m.InterruptionMessageReceived("ignored")
+			},
+			metric: "millwright_interruption_messages_received_total",
+			want: `
+# HELP millwright_interruption_messages_received_total Interruption queue messages received, by kind (spot-warning, rebalance, state-change, scheduled-change, ignored, unreadable); redeliveries count again.
+# TYPE millwright_interruption_messages_received_total counter
+millwright_interruption_messages_received_total{kind="ignored"} 1
+millwright_interruption_messages_received_total{kind="spot-warning"} 1
+`,
+		},
+		{
+			name: "cloud API errors only for failed calls",
+			record: func(m *Metrics) {
+				m.CloudAPICall("EC2", "CreateFleet", 30*time.Millisecond, "")
+				m.CloudAPICall("EC2", "CreateFleet", 20*time.Millisecond, "RequestLimitExceeded")
+			},
+			metric: "millwright_cloudprovider_errors_total",
+			want: `
+# HELP millwright_cloudprovider_errors_total AWS API calls that failed after the SDK's retries, by service, operation and error code.
+# TYPE millwright_cloudprovider_errors_total counter
+millwright_cloudprovider_errors_total{error="RequestLimitExceeded",operation="CreateFleet",service="EC2"} 1
+`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, registry := newTestMetrics(t)
+			tc.record(m)
+			if err := testutil.GatherAndCompare(registry, strings.NewReader(tc.want), tc.metric); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestPlannedObservesPodsDurationAndPlansByPool(t *testing.T) {
+	m, registry := newTestMetrics(t)
+	m.Planned(12, 1500*time.Millisecond, map[string]int{"default": 3, "gpu": 1})
+	m.Planned(1, 10*time.Millisecond, map[string]int{"default": 1})
+
+	if got := testutil.ToFloat64(m.plannedNodes.WithLabelValues("default")); got != 4 {
+		t.Errorf("planned nodes for default = %v, want 4", got)
+	}
+	if got := testutil.ToFloat64(m.plannedNodes.WithLabelValues("gpu")); got != 1 {
+		t.Errorf("planned nodes for gpu = %v, want 1", got)
+	}
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	histograms := map[string][2]float64{} // name → count, sum
+	for _, family := range families {
+		for _, metric := range family.GetMetric() {
+			if h := metric.GetHistogram(); h != nil {
+				histograms[family.GetName()] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
+			}
+		}
+	}
+	if got := histograms["millwright_provisioner_pending_pods"]; got != [2]float64{2, 13} {
+		t.Errorf("pending pods (count, sum) = %v, want [2 13]", got)
+	}
+	if got := histograms["millwright_provisioner_plan_duration_seconds"]; got != [2]float64{2, 1.51} {
+		t.Errorf("plan duration (count, sum) = %v, want [2 1.51]", got)
+	}
+}
