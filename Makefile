@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 45m
 PKGS := ./...
 WORKLOADS ?= ../shared/benchmarks
 
-.PHONY: all build test bench lint demo dev tools ci-prereqs generate
+.PHONY: all build test bench lint demo plan-demo dev tools ci-prereqs generate
 
 all: build
 
@@ -33,8 +33,22 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## demo: the main job on the embedded default: plan an example workload offline.
-demo: build
+# DEMO_FLAGS are extra `starter dev` flags for `make demo`; scripts and CI use
+# DEMO_FLAGS=--exit to stop after the walkthrough.
+DEMO_FLAGS ?=
+
+## demo: the walkthrough on the local stack: examples applied, inflate scaled to 10 pods
+## (nodes launched), then deleted (nodes terminated after 30 s); Ctrl-C stops it.
+demo:
+	@echo "==> building bin/starter (the first build compiles Temporal, Kubernetes clients and the UI: a few minutes)"
+	$(GO) build -o bin/ ./starter
+	@echo "==> building the control-plane binaries (once; cached in ~/.cache/millwright)"
+	local/tools/build.sh
+	@echo "==> starting the local stack and playing the walkthrough"
+	./bin/starter dev --ephemeral --demo $(DEMO_FLAGS)
+
+## plan-demo: the packer on its own: plan the diverse-1000 example workload offline.
+plan-demo: build
 	./bin/starter plan --verify --workload $(WORKLOADS)/diverse-1000.json > bin/diverse-1000.plan.json
 	@echo "plan written to bin/diverse-1000.plan.json"
 
