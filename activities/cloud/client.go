@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
@@ -127,6 +128,11 @@ func loadAWSConfig(ctx context.Context, c Config, region string) (aws.Config, er
 	cfg.APIOptions = append(cfg.APIOptions, c.APIOptions...)
 	// Wrapped after loading, so the loader can still apply AWS_CA_BUNDLE and
 	// other transport options to the buildable client it made.
+	// The loader leaves HTTPClient nil unless a CA bundle is configured (the
+	// service clients then build their own); the wrapper needs a real one.
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient()
+	}
 	cfg.HTTPClient = requestBodyWithoutWriteTo{client: cfg.HTTPClient}
 	return cfg, nil
 }
