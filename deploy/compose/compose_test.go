@@ -59,6 +59,7 @@ var workerEnvironment = []string{
 	"TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "TEMPORAL_TLS_SERVER_NAME", "MILLWRIGHT_TASK_QUEUE",
 	"MILLWRIGHT_CLUSTER_NAME", "KUBECONFIG", "MILLWRIGHT_CLUSTER_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION",
 	"AWS_ENDPOINT_URL", "MILLWRIGHT_PRICING", "MILLWRIGHT_INTERRUPTION_QUEUE", "MILLWRIGHT_LOG_LEVEL",
+	"MILLWRIGHT_METRICS_ADDRESS",
 	// Read by the AWS SDK's default credential chain.
 	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
 }
@@ -165,17 +166,35 @@ func TestWorkerIsConfiguredForTheRealClusterAndAWS(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"MILLWRIGHT_CLUSTER_NAME": "prod",
-		"AWS_REGION":              "us-west-2",
-		"AWS_ACCESS_KEY_ID":       "AKIAEXAMPLE",
-		"AWS_SECRET_ACCESS_KEY":   "secret",
-		"AWS_SESSION_TOKEN":       "session",
-		"MILLWRIGHT_LOG_LEVEL":    "info",
-		"AWS_ENDPOINT_URL":        "", // real AWS, not the emulator
+		"MILLWRIGHT_CLUSTER_NAME":    "prod",
+		"AWS_REGION":                 "us-west-2",
+		"AWS_ACCESS_KEY_ID":          "AKIAEXAMPLE",
+		"AWS_SECRET_ACCESS_KEY":      "secret",
+		"AWS_SESSION_TOKEN":          "session",
+		"MILLWRIGHT_LOG_LEVEL":       "info",
+		"AWS_ENDPOINT_URL":           "", // real AWS, not the emulator
+		"MILLWRIGHT_METRICS_ADDRESS": ":8080",
 	}
 	for name, value := range want {
 		if got := envValue(worker, name); got != value {
 			t.Errorf("worker %s = %q, want %q", name, got, value)
+		}
+	}
+	// The metrics port is published, and not on a host port another
+	// service (the Temporal UI's 8080) already has.
+	if !slices.ContainsFunc(worker.Ports, func(p types.ServicePortConfig) bool { return p.Target == 8080 && p.Published == "8081" }) {
+		t.Errorf("worker ports %+v: want the metrics port 8080 published on 8081", worker.Ports)
+	}
+	published := map[string]string{}
+	for _, name := range project.ServiceNames() {
+		for _, p := range service(t, project, name).Ports {
+			if p.Published == "" {
+				continue
+			}
+			if other, taken := published[p.Published]; taken {
+				t.Errorf("host port %s published by both %s and %s", p.Published, other, name)
+			}
+			published[p.Published] = name
 		}
 	}
 	kubeconfig := envValue(worker, "KUBECONFIG")

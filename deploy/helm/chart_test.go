@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -63,6 +66,10 @@ type rendered struct {
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
 	budget             *policyv1.PodDisruptionBudget
+	service            *corev1.Service
+	// serviceMonitor is prometheus-operator's, which client-go's scheme
+	// does not know: kept unstructured (and out of objects).
+	serviceMonitor *unstructured.Unstructured
 }
 
 // render renders the chart and decodes every document with client-go's
@@ -94,6 +101,17 @@ func render(t *testing.T, values map[string]any) rendered {
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", m.Template, err, doc)
 			}
+			var head metav1.TypeMeta
+			if err := yaml.Unmarshal(json, &head); err != nil {
+				t.Fatalf("%s: %v", m.Template, err)
+			}
+			if head.APIVersion == "monitoring.coreos.com/v1" && head.Kind == "ServiceMonitor" {
+				out.serviceMonitor = &unstructured.Unstructured{}
+				if err := out.serviceMonitor.UnmarshalJSON(json); err != nil {
+					t.Fatalf("%s: %v", m.Template, err)
+				}
+				continue
+			}
 			obj, _, err := decoder.Decode(json, nil, nil)
 			if err != nil {
 				t.Fatalf("%s: decoding: %v\n%s", m.Template, err, doc)
@@ -110,6 +128,8 @@ func render(t *testing.T, values map[string]any) rendered {
 				out.clusterRoleBinding = o
 			case *policyv1.PodDisruptionBudget:
 				out.budget = o
+			case *corev1.Service:
+				out.service = o
 			default:
 				t.Errorf("%s: unexpected %T", m.Template, obj)
 			}
@@ -132,7 +152,7 @@ func env(t *testing.T, d *appsv1.Deployment) map[string]corev1.EnvVar {
 
 func TestRenderDefaults(t *testing.T) {
 	r := render(t, requiredValues())
-	if r.deployment == nil || r.serviceAccount == nil || r.clusterRole == nil || r.clusterRoleBinding == nil || r.budget == nil {
+	if r.deployment == nil || r.serviceAccount == nil || r.clusterRole == nil || r.clusterRoleBinding == nil || r.budget == nil || r.service == nil {
 		t.Fatalf("missing objects; rendered %d", len(r.objects))
 	}
 	d := r.deployment
@@ -170,6 +190,9 @@ func TestRenderDefaults(t *testing.T) {
 		"MILLWRIGHT_CLUSTER_NAME": "prod",
 		"AWS_REGION":              "us-west-2",
 		"MILLWRIGHT_LOG_LEVEL":    "info",
+		// The worker's default, spelt out so the probes and the Service
+		// cannot drift from it.
+		"MILLWRIGHT_METRICS_ADDRESS": ":8080",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("env = %v, want %v", got, want)
@@ -180,9 +203,81 @@ func TestRenderDefaults(t *testing.T) {
 	if r.budget.Spec.MaxUnavailable.IntValue() != 1 || !maps.Equal(r.budget.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) {
 		t.Errorf("PDB %+v does not cover the worker pods %v", r.budget.Spec, d.Spec.Selector.MatchLabels)
 	}
+	assertMetricsEndpoints(t, r, 8080)
+	if r.serviceMonitor != nil {
+		t.Error("a ServiceMonitor without serviceMonitor.enabled")
+	}
 	terms := pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "millwright.dev/nodepool" || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpDoesNotExist {
 		t.Errorf("the worker may land on a node it manages: %+v", terms)
+	}
+}
+
+// assertMetricsEndpoints: the container serves metrics and probes on the
+// named port, the probes use it, and a ClusterIP Service named
+// http-metrics reaches exactly the worker pods on it.
+func assertMetricsEndpoints(t *testing.T, r rendered, port int32) {
+	t.Helper()
+	container := r.deployment.Spec.Template.Spec.Containers[0]
+	if len(container.Ports) != 1 || container.Ports[0].Name != "metrics" || container.Ports[0].ContainerPort != port {
+		t.Errorf("container ports %+v, want metrics:%d", container.Ports, port)
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": container.LivenessProbe, "/readyz": container.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("probe for %s: %+v", name, probe)
+		}
+	}
+	if got := env(t, r.deployment)["MILLWRIGHT_METRICS_ADDRESS"].Value; got != fmt.Sprintf(":%d", port) {
+		t.Errorf("MILLWRIGHT_METRICS_ADDRESS = %q, want :%d", got, port)
+	}
+	service := r.service
+	if service.Spec.Type != corev1.ServiceTypeClusterIP || len(service.Spec.Ports) != 1 {
+		t.Fatalf("metrics Service spec %+v", service.Spec)
+	}
+	servicePort := service.Spec.Ports[0]
+	if servicePort.Name != "http-metrics" || servicePort.Port != port || servicePort.TargetPort.String() != "metrics" {
+		t.Errorf("metrics Service port %+v, want http-metrics %d → metrics", servicePort, port)
+	}
+	if !maps.Equal(service.Spec.Selector, r.deployment.Spec.Selector.MatchLabels) {
+		t.Errorf("metrics Service selects %v, the worker pods are %v", service.Spec.Selector, r.deployment.Spec.Selector.MatchLabels)
+	}
+}
+
+func TestRenderMetricsPortAndServiceMonitor(t *testing.T) {
+	r := render(t, withValues(t, `
+metrics: {port: 9102}
+serviceMonitor:
+  enabled: true
+  additionalLabels: {release: kube-prometheus-stack}
+  interval: 30s
+`))
+	assertMetricsEndpoints(t, r, 9102)
+	sm := r.serviceMonitor
+	if sm == nil {
+		t.Fatal("no ServiceMonitor with serviceMonitor.enabled")
+	}
+	if sm.GetNamespace() != "millwright" || sm.GetLabels()["release"] != "kube-prometheus-stack" {
+		t.Errorf("ServiceMonitor %s/%s labels %v", sm.GetNamespace(), sm.GetName(), sm.GetLabels())
+	}
+	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, v := range selector {
+		if r.service.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s; the metrics Service has %v", k, v, r.service.Labels)
+		}
+	}
+	if len(selector) == 0 {
+		t.Error("ServiceMonitor selects every Service")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v", endpoints)
+	}
+	endpoint := endpoints[0].(map[string]any)
+	if endpoint["port"] != "http-metrics" || endpoint["path"] != "/metrics" || endpoint["interval"] != "30s" {
+		t.Errorf("ServiceMonitor endpoint %v", endpoint)
+	}
+	if _, set := endpoint["scrapeTimeout"]; set {
+		t.Errorf("scrapeTimeout set without serviceMonitor.scrapeTimeout: %v", endpoint)
 	}
 }
 
@@ -221,6 +316,7 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_PRICING":            "true",
 		"MILLWRIGHT_INTERRUPTION_QUEUE": "Millwright-prod",
 		"MILLWRIGHT_LOG_LEVEL":          "debug",
+		"MILLWRIGHT_METRICS_ADDRESS":    ":8080",
 	}
 	got := map[string]string{}
 	for name, e := range env(t, d) {

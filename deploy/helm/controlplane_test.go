@@ -56,6 +56,8 @@ func createAll(ctx context.Context, t *testing.T, client kubernetes.Interface, d
 			_, err = client.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, o, options)
 		case *appsv1.Deployment:
 			_, err = client.AppsV1().Deployments(o.Namespace).Create(ctx, o, options)
+		case *corev1.Service:
+			_, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, options)
 		default:
 			t.Fatalf("no client for %T", obj)
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -47,6 +49,7 @@ import (
 	"github.com/millwright/millwright/local/awsemu"
 	"github.com/millwright/millwright/local/stack"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
 	workerwatch "github.com/millwright/millwright/worker/watch"
 	"github.com/millwright/millwright/workflows"
@@ -63,6 +66,8 @@ var (
 	// testWorkerConfig is the configuration the worker runs with, so tests
 	// that call activities directly build them the same way.
 	testWorkerConfig run.Config
+	// testMetrics is the registry the worker records on.
+	testMetrics *prometheus.Registry
 )
 
 var (
@@ -141,6 +146,11 @@ func runWithStack(m *testing.M) (code int) {
 		return fail("applying the example EC2NodeClass", err)
 	}
 
+	testMetrics = metrics.NewRegistry()
+	workerMetrics, err := metrics.New(testMetrics)
+	if err != nil {
+		return fail("metrics", err)
+	}
 	testWorkerConfig = run.Config{
 		Temporal:          testTemporal,
 		Namespace:         s.Temporal.Namespace(),
@@ -150,7 +160,10 @@ func runWithStack(m *testing.M) (code int) {
 		AWSEndpoint:       s.EmulatorURL(),
 		AWSCredentials:    run.StaticCredentials("local", "local"),
 		InterruptionQueue: s.InterruptionQueueName(),
-		Logger:            logger.Named("worker"),
+		// Served on a free port: the server starts and stops with Run.
+		MetricsAddress: "127.0.0.1:0",
+		Metrics:        workerMetrics,
+		Logger:         logger.Named("worker"),
 	}
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	workerDone := make(chan error, 1)
@@ -266,6 +279,37 @@ func TestPendingPodsLaunchANode(t *testing.T) {
 	if n := len(env.nodeWorkflows(t)); n != 1 {
 		t.Errorf("%d node workflows for the pool, want 1", n)
 	}
+	launched := metricValue(t, "millwright_nodes_launched_total", map[string]string{
+		"nodepool": env.pool, "instance_type": instance.InstanceType, "zone": instance.Zone, "capacity_type": instance.CapacityType,
+	})
+	if launched != 1 {
+		t.Errorf("millwright_nodes_launched_total for the pool's instance = %v, want 1", launched)
+	}
+}
+
+// metricValue is the value of the counter series name{labels} on the
+// worker's registry, 0 when there is none.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := testMetrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, family := range families {
+		if family.GetName() != name {
+			continue
+		}
+		for _, metric := range family.GetMetric() {
+			got := map[string]string{}
+			for _, label := range metric.GetLabel() {
+				got[label.GetName()] = label.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return metric.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // TestDeletedNodeIsDrainedAndTerminated: `kubectl delete node` leaves the
@@ -298,6 +342,12 @@ func TestDeletedNodeIsDrainedAndTerminated(t *testing.T) {
 	}
 	env.waitInstanceTerminated(t, state.Instance.InstanceID)
 	assertTerminationRecorded(t, wf, workflows.ReasonDeleted)
+	// Labelled from the node workflow's search attributes, read back from
+	// the real Temporal server by the TerminateInstance decorator.
+	terminated := metricValue(t, "millwright_nodes_terminated_total", map[string]string{"nodepool": env.pool, "reason": string(workflows.ReasonDeleted)})
+	if terminated != 1 {
+		t.Errorf("millwright_nodes_terminated_total{nodepool=%s,reason=Deleted} = %v, want 1", env.pool, terminated)
+	}
 }
 
 // TestPodDisruptionBudgetPacesTheDrain: a PDB allowing one disruption keeps
