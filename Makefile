@@ -40,8 +40,8 @@ DEMO_FLAGS ?=
 ## demo: the walkthrough on the local stack: examples applied, inflate scaled to 10 pods
 ## (nodes launched), then deleted (nodes terminated after 30 s); Ctrl-C stops it.
 demo:
-	@echo "==> building bin/starter (the first build compiles Temporal, Kubernetes clients and the UI: a few minutes)"
-	$(GO) build -o bin/ ./starter
+	@echo "==> building bin/starter (a first build compiles Temporal, the Kubernetes clients and the UI, listing each package: a few minutes)"
+	$(GO) build -v -o bin/ ./starter
 	@echo "==> building the control-plane binaries (once; cached in ~/.cache/millwright)"
 	local/tools/build.sh
 	@echo "==> starting the local stack and playing the walkthrough"

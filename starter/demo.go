@@ -39,14 +39,14 @@ import (
 // on a quiet machine pods run ~15 s after the scale and nodes are gone ~45 s
 // after the delete (the pool's consolidateAfter is 30 s).
 const (
-	demoNamespace    = metav1.NamespaceDefault
-	demoDeployment   = "inflate"
-	demoImage        = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
-	demoReplicas     = 10
-	demoPool         = "default"
-	demoPodsTimeout  = 4 * time.Minute
-	demoNodesTimeout = 4 * time.Minute
-	demoPollInterval = 500 * time.Millisecond
+	demoNamespace           = metav1.NamespaceDefault
+	demoDeployment          = "inflate"
+	demoImage               = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
+	demoReplicas            = 10
+	demoPool                = "default"
+	defaultDemoPodsTimeout  = 4 * time.Minute
+	defaultDemoNodesTimeout = 4 * time.Minute
+	demoPollInterval        = 500 * time.Millisecond
 	// demoDumpTimeout bounds collecting state for a failure report.
 	demoDumpTimeout = 30 * time.Second
 )
@@ -66,6 +66,24 @@ func IsDemoStepError(err error) bool {
 	return errors.As(err, &stepErr)
 }
 
+// demoTimeouts bound the demo's waits; zero means the default.
+type demoTimeouts struct {
+	// pods is how long step 3 waits for every replica to run.
+	pods time.Duration
+	// nodes is how long step 4 waits for the nodes and instances to go.
+	nodes time.Duration
+}
+
+func (t demoTimeouts) withDefaults() demoTimeouts {
+	if t.pods <= 0 {
+		t.pods = defaultDemoPodsTimeout
+	}
+	if t.nodes <= 0 {
+		t.nodes = defaultDemoNodesTimeout
+	}
+	return t
+}
+
 // demo plays the walkthrough against one running stack.
 type demo struct {
 	stack    *stack.Stack
@@ -76,6 +94,7 @@ type demo struct {
 	examplesDir string
 	out         io.Writer
 	clock       clock.PassiveClock
+	timeouts    demoTimeouts
 
 	// nodesBefore are the Nodes that existed before the demo scaled up;
 	// every other Node it sees is one it caused.
@@ -85,8 +104,8 @@ type demo struct {
 
 // runDemo plays the walkthrough. On failure it reports the step, dumps the
 // state that explains it and returns a *DemoStepError.
-func runDemo(ctx context.Context, s *stack.Stack, temporalClient client.Client, stateDir string, out io.Writer) error {
-	d := &demo{stack: s, kube: s.Clientset(), temporal: temporalClient, out: out, clock: clock.RealClock{}}
+func runDemo(ctx context.Context, s *stack.Stack, temporalClient client.Client, stateDir string, timeouts demoTimeouts, out io.Writer) error {
+	d := &demo{stack: s, kube: s.Clientset(), temporal: temporalClient, out: out, clock: clock.RealClock{}, timeouts: timeouts.withDefaults()}
 	started := d.clock.Now()
 	err := d.play(ctx, stateDir)
 	if err != nil {
@@ -189,7 +208,7 @@ func (d *demo) createDeployment(ctx context.Context) error {
 // it changes, then shows the nodes and pods as kubectl sees them.
 func (d *demo) waitForPods(ctx context.Context) error {
 	last := ""
-	err := wait.PollUntilContextTimeout(ctx, demoPollInterval, demoPodsTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, demoPollInterval, d.timeouts.pods, true, func(ctx context.Context) (bool, error) {
 		pods, err := d.inflatePods(ctx)
 		if err != nil {
 			return false, nil // the API server may be briefly busy; the deadline bounds it
@@ -214,7 +233,7 @@ func (d *demo) waitForPods(ctx context.Context) error {
 		return running == demoReplicas && len(pods) == demoReplicas, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting %s for %d Running pods (last: %s): %w", demoPodsTimeout, demoReplicas, last, err)
+		return fmt.Errorf("waiting %s for %d Running pods (last: %s): %w", d.timeouts.pods, demoReplicas, last, err)
 	}
 	fmt.Fprintf(d.out, "All %d pods Running on %d new node(s): %s\n", demoReplicas, len(d.demoNodes), strings.Join(sortedNames(d.demoNodes), ", "))
 	if err := d.kubectl(ctx, "get", "nodes", "-L", "node.kubernetes.io/instance-type,topology.kubernetes.io/zone,"+apisv1.LabelCapacityType); err != nil {
@@ -253,7 +272,7 @@ func (d *demo) deleteDeployment(ctx context.Context) error {
 	last := ""
 	var remaining []string
 	var live int
-	err := wait.PollUntilContextTimeout(ctx, demoPollInterval, demoNodesTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, demoPollInterval, d.timeouts.nodes, true, func(ctx context.Context) (bool, error) {
 		remaining = remaining[:0]
 		for _, name := range sortedNames(d.demoNodes) {
 			_, err := d.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -271,7 +290,7 @@ func (d *demo) deleteDeployment(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("waiting %s for the demo's nodes to go (left: %v) and every instance to terminate (%d not terminated): %w",
-			demoNodesTimeout, remaining, live, err)
+			d.timeouts.nodes, remaining, live, err)
 	}
 	fmt.Fprintf(d.out, "All %d node(s) deleted; no instance left running in the emulator.\n", len(d.demoNodes))
 	return d.kubectl(ctx, "get", "nodes")

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -78,33 +80,73 @@ func TestDemo(t *testing.T) {
 		t.Errorf("%d instance(s) left live after the demo: %+v", len(live), live)
 	}
 
-	wantInOrder := []string{
-		"Waiting to batch additional pods",
-		"provisionable pods",
-		"Computed packing for ",
-		"Launched instance: i-",
-		"All 10 pods Running",
-		"$ kubectl get pods -o wide",
-		"$ kubectl delete deployment inflate",
-		"Added TTL to empty node",
-		"Triggering termination after 30s for empty node",
-		"Cordoned node",
-		"Deleted node",
-		"no instance left running in the emulator",
-		"Node workflows in the Temporal UI: http://127.0.0.1:",
-		"Demo finished in ",
+	// The pods may reach the provisioner in more than one batch, so the
+	// counts are patterns.
+	wantInOrder := []*regexp.Regexp{
+		regexp.MustCompile(`Waiting to batch additional pods`),
+		regexp.MustCompile(`Found [1-9][0-9]* provisionable pods`),
+		regexp.MustCompile(`Computed packing for [1-9][0-9]* pod\(s\) with instance type option\(s\) \[m5\.`),
+		regexp.MustCompile(`Launched instance: i-[0-9a-f]+, type: m5\.[a-z0-9]+, zone: us-east-1[ab], hostname: ip-`),
+		regexp.MustCompile(`All 10 pods Running`),
+		regexp.MustCompile(`\$ kubectl get pods -o wide`),
+		regexp.MustCompile(`\$ kubectl delete deployment inflate`),
+		regexp.MustCompile(`Added TTL to empty node`),
+		regexp.MustCompile(`Triggering termination after 30s for empty node`),
+		regexp.MustCompile(`Cordoned node`),
+		regexp.MustCompile(`Deleted node`),
+		regexp.MustCompile(`no instance left running in the emulator`),
+		regexp.MustCompile(`Node workflows in the Temporal UI: http://127\.0\.0\.1:[0-9]+/namespaces/default/workflows\?query=`),
+		regexp.MustCompile(`Demo finished in `),
 	}
 	text := out.String()
 	at := 0
 	for _, want := range wantInOrder {
-		i := strings.Index(text[at:], want)
-		if i < 0 {
+		loc := want.FindStringIndex(text[at:])
+		if loc == nil {
 			t.Fatalf("output lacks %q after offset %d (or it came out of order)", want, at)
 		}
-		at += i + len(want)
+		at += loc[1]
 	}
 	if strings.Contains(text, "DEMO FAILED") {
 		t.Error("output reports a failed step")
+	}
+}
+
+// TestDemoReportsFailedStep makes step 3 time out (the pods cannot run
+// before a simulated instance has booted) and checks that the failure names
+// the step, dumps the state that explains it and still stops the stack.
+func TestDemoReportsFailedStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out syncBuffer
+	opts := demoTestOptions(t.TempDir())
+	opts.bootDelay = time.Minute
+	opts.demoTimeouts = demoTimeouts{pods: 2 * time.Second}
+
+	err := runDev(ctx, opts, &out)
+	text := out.String()
+	t.Logf("output:\n%s", text)
+	var stepErr *DemoStepError
+	if !errors.As(err, &stepErr) || !IsDemoStepError(err) {
+		t.Fatalf("runDev = %v, want a *DemoStepError", err)
+	}
+	if !strings.HasPrefix(stepErr.Step, "3.") {
+		t.Errorf("failed step %q, want step 3 (waiting for the pods)", stepErr.Step)
+	}
+	for _, want := range []string{
+		"DEMO FAILED: demo step \"3.",
+		"--- state at the failure ---",
+		"pod inflate-",
+		"node workflows (",
+		"--- end of state ---",
+		"Stopped; nothing left running.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }
 

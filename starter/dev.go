@@ -36,6 +36,8 @@ type devOptions struct {
 	// up; exit then stops everything instead of running until Ctrl-C.
 	demo bool
 	exit bool
+	// demoTimeouts bound the demo's waits (tests shorten them).
+	demoTimeouts demoTimeouts
 	// stackStarted, when set, is told about the stack once it is up (tests
 	// check the emulator's instances through it).
 	stackStarted func(*stack.Stack)
@@ -186,7 +188,7 @@ Ctrl-C stops everything.
 			}
 			defer demoClient.Close()
 		}
-		if err := runDemo(ctx, s, demoClient, opts.stateDir, out); err != nil {
+		if err := runDemo(ctx, s, demoClient, opts.stateDir, opts.demoTimeouts, out); err != nil {
 			return err
 		}
 		if opts.exit || ctx.Err() != nil {
