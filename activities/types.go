@@ -250,6 +250,12 @@ type LaunchResponse struct {
 	ProviderID     string    `json:"providerID"`
 	ImageID        string    `json:"imageID,omitempty"`
 	LaunchTime     time.Time `json:"launchTime"`
+	// Labels are the well-known labels of the launched offering: its
+	// instance type's (family, size, cpu, memory, GPUs...) and capacity
+	// type, under Millwright's keys and their accepted aliases. The kubelet
+	// cannot know them, so RegisterNode puts them on the Node; without them
+	// a pod the packer placed by, say, instance-family would never schedule.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // WaitForRegistrationRequest waits for the Node of an instance.

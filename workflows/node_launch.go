@@ -65,10 +65,16 @@ func (w *nodeLifecycle) launchRequest(options []activities.InstanceTypeOption) a
 	}
 }
 
-// nodeLabels are the spec's labels plus the node claim label the worker
+// nodeLabels are the launched offering's well-known labels (instance type
+// and capacity type), the spec's labels and the node claim label the worker
 // maps Node events with.
 func (w *nodeLifecycle) nodeLabels() map[string]string {
 	labels := make(map[string]string, len(w.spec.Labels)+1)
+	if w.state.Instance != nil {
+		for k, v := range w.state.Instance.Labels {
+			labels[k] = v
+		}
+	}
 	for k, v := range w.spec.Labels {
 		labels[k] = v
 	}

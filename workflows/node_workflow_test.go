@@ -86,8 +86,11 @@ func TestNodeGoesThroughEveryPhase(t *testing.T) {
 		t.Errorf("launch labels = %v, want the spec's plus %s", launch.Labels, activities.NodeClaimLabel)
 	}
 	register := h.rec.calls(activities.RegisterNodeActivity)[0].(*activities.RegisterNodeRequest)
-	if register.NodeName != testNodeName || register.Labels[activities.NodeClaimLabel] != testNodeClaim {
+	if register.NodeName != testNodeName || register.Labels[activities.NodeClaimLabel] != testNodeClaim || register.Labels["team"] != "payments" {
 		t.Errorf("register request = %+v", register)
+	}
+	if register.Labels["node.kubernetes.io/instance-type"] != "m5.large" || register.Labels["millwright.dev/capacity-type"] != "spot" {
+		t.Errorf("register labels = %v, want the launched offering's labels too", register.Labels)
 	}
 	drain := h.rec.calls(activities.DrainActivity)[0].(*activities.DrainRequest)
 	if !drain.Voluntary || !drain.Deadline.Equal(t0.Add(time.Hour+10*time.Minute)) || drain.Reason != "Drained: kernel upgrade (by alice)" {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -631,7 +632,7 @@ func (p *Provider) describeLaunched(ctx context.Context, req activities.LaunchRe
 	if err != nil {
 		return activities.LaunchResponse{}, err
 	}
-	return p.launchResponse(req, instance, capacityType), nil
+	return p.launchResponse(ctx, req, instance, capacityType), nil
 }
 
 func (p *Provider) describeInstance(ctx context.Context, id string) (ec2types.Instance, error) {
@@ -652,7 +653,7 @@ func (p *Provider) describeInstance(ctx context.Context, id string) (ec2types.In
 	return ec2types.Instance{}, fmt.Errorf("DescribeInstances %s after launch: instance missing from the answer", id)
 }
 
-func (p *Provider) launchResponse(req activities.LaunchRequest, inst ec2types.Instance, capacityType string) activities.LaunchResponse {
+func (p *Provider) launchResponse(ctx context.Context, req activities.LaunchRequest, inst ec2types.Instance, capacityType string) activities.LaunchResponse {
 	zone := ""
 	if inst.Placement != nil {
 		zone = aws.ToString(inst.Placement.AvailabilityZone)
@@ -672,11 +673,32 @@ func (p *Provider) launchResponse(req activities.LaunchRequest, inst ec2types.In
 		ProviderID:     ProviderID(zone, aws.ToString(inst.InstanceId)),
 		ImageID:        aws.ToString(inst.ImageId),
 		LaunchTime:     aws.ToTime(inst.LaunchTime),
+		Labels:         p.offeringLabels(ctx, instanceType, capacityType),
 	}
 	p.log.Info(fmt.Sprintf("Launched instance: %s, type: %s, zone: %s, hostname: %s", resp.InstanceID, resp.InstanceType, resp.Zone, resp.Hostname),
 		zap.String("nodeClaim", req.NodeClaimName), zap.String("capacityType", resp.CapacityType),
 		zap.Float64("pricePerHour", resp.PricePerHour), zap.String("providerID", resp.ProviderID))
 	return resp
+}
+
+// offeringLabels are the labels a node of instanceType and capacityType
+// carries: the type's well-known labels and the capacity type, each also
+// under its aliases (Karpenter's keys, the beta Kubernetes keys) so that pods
+// written against those keys schedule on the node the packer chose for them.
+// An instance type missing from the catalog gets the capacity type only.
+func (p *Provider) offeringLabels(ctx context.Context, instanceType, capacityType string) map[string]string {
+	labels := map[string]string{scheduling.LabelCapacityType: capacityType}
+	if p.InstanceTypes != nil {
+		if spec, ok := p.InstanceTypes.Spec(ctx, instanceType); ok {
+			maps.Copy(labels, spec.Labels())
+		}
+	}
+	for key, value := range maps.Clone(labels) {
+		for _, alias := range scheduling.LabelAliases(key) {
+			labels[alias] = value
+		}
+	}
+	return labels
 }
 
 // ProviderID is the Kubernetes provider ID of an EC2 instance.
@@ -721,7 +743,7 @@ func (p *Provider) recoverMismatchedLaunch(ctx context.Context, req activities.L
 			if inst.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 				capacityType = activities.CapacityTypeSpot
 			}
-			return p.launchResponse(req, inst, capacityType), nil
+			return p.launchResponse(ctx, req, inst, capacityType), nil
 		}
 	}
 	return activities.LaunchResponse{}, activities.NewInsufficientCapacityError(

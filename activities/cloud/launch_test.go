@@ -696,3 +696,34 @@ func TestLaunchTemplateCarriesClusterTags(t *testing.T) {
 		t.Fatalf("launch template tags %v, want %v", tags, want)
 	}
 }
+
+func TestLaunchResponseCarriesTheOfferingsLabels(t *testing.T) {
+	f := newFixture(t)
+	resp, err := f.provider.Launch(context.Background(),
+		launchRequest("default-labels", f.option("m5.large", activities.CapacityTypeOnDemand)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"node.kubernetes.io/instance-type":      "m5.large",
+		"kubernetes.io/arch":                    "amd64",
+		"millwright.dev/instance-family":        "m5",
+		"karpenter.k8s.aws/instance-family":     "m5",
+		"millwright.dev/instance-size":          "large",
+		"millwright.dev/instance-cpu":           "2",
+		"karpenter.k8s.aws/instance-cpu":        "2",
+		"millwright.dev/instance-memory":        "8192",
+		"millwright.dev/capacity-type":          "on-demand",
+		"karpenter.sh/capacity-type":            "on-demand",
+		"millwright.dev/instance-generation":    "5",
+		"karpenter.k8s.aws/instance-generation": "5",
+	}
+	for k, v := range want {
+		if got, ok := resp.Labels[k]; !ok || got != v {
+			t.Errorf("label %s = %q (set %v), want %q", k, got, ok, v)
+		}
+	}
+	if _, ok := resp.Labels["millwright.dev/instance-gpu-count"]; ok {
+		t.Error("an m5.large has no GPU label")
+	}
+}
