@@ -115,7 +115,8 @@ func Run(ctx context.Context, cfg Config) error {
 				logger.Error("the metrics server stopped", zap.Error(err))
 			}
 		}()
-		// Runs last: everything else has stopped by then.
+		// The server stops with ctx; Run returns only once it has shut
+		// down, so its port is free again for a worker started after.
 		defer func() {
 			stopServing()
 			<-served
