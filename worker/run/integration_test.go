@@ -223,10 +223,14 @@ func TestPendingPodsLaunchANode(t *testing.T) {
 	t.Logf("pending pods → Running: %s", time.Since(start).Round(time.Millisecond))
 
 	wf := env.onlyNodeWorkflow(t)
-	state := queryState(t, wf)
-	if state.Phase != workflows.PhaseReady {
-		t.Errorf("node workflow phase %s, want Ready", state.Phase)
-	}
+	// Pods run as soon as the Node is Ready and untainted; the workflow
+	// reaches Ready when its initialization check next looks, a moment later.
+	var state workflows.NodeStateView
+	poll(t, time.Minute, "node workflow "+wf+" Ready", func(context.Context) (bool, error) {
+		var err error
+		state, err = tryQueryState(wf)
+		return err == nil && state.Phase == workflows.PhaseReady, err
+	})
 	if state.Instance == nil || state.NodeName == "" {
 		t.Fatalf("node workflow state has no instance or node: %+v", state)
 	}
