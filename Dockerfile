@@ -28,4 +28,6 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/worker /out/starter /usr/local/bin/
 USER 65532:65532
+# The worker's /metrics, /healthz and /readyz (--metrics-address).
+EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/worker"]
