@@ -203,6 +203,32 @@ func decodeNodePool(manifest []byte) (*apisv1.NodePool, error) {
 	return &pool, nil
 }
 
+// nodePoolManifest is the example NodePool renamed and edited, as YAML for
+// kubectl (it carries no scenario taint: it is not the scenario's pool).
+func nodePoolManifest(t *testing.T, name string, edit func(*apisv1.NodePool)) []byte {
+	t.Helper()
+	pool, err := decodeNodePool(examples.NodePool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Name = name
+	if edit != nil {
+		edit(pool)
+	}
+	pool.APIVersion, pool.Kind = "millwright.dev/v1", "NodePool"
+	object, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(object, "status")
+	unstructured.RemoveNestedField(object, "metadata", "creationTimestamp")
+	manifest, err := yaml.Marshal(object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return manifest
+}
+
 // applyNodePool creates or replaces a NodePool through the API.
 func applyNodePool(ctx context.Context, pool *apisv1.NodePool) error {
 	pool = pool.DeepCopy()
@@ -529,6 +555,9 @@ type nodeObservations struct {
 	cordoned bool
 	// disruptedTaint: the millwright disrupted NoSchedule taint was on it.
 	disruptedTaint bool
+	// heldByFinalizer: the Node was seen deleting (deletionTimestamp set)
+	// with Millwright's termination finalizer still on it.
+	heldByFinalizer bool
 	// deleted: the Node object went away.
 	deleted bool
 }
@@ -557,6 +586,8 @@ func watchNode(t *testing.T, node *corev1.Node) func() nodeObservations {
 			mu.Lock()
 			seen.cordoned = seen.cordoned || n.Spec.Unschedulable
 			seen.disruptedTaint = seen.disruptedTaint || hasTaint(n, activities.DisruptedTaintKey)
+			seen.heldByFinalizer = seen.heldByFinalizer ||
+				(n.DeletionTimestamp != nil && slices.Contains(n.Finalizers, activities.TerminationFinalizer))
 			seen.deleted = seen.deleted || event.Type == "DELETED"
 			mu.Unlock()
 		}
@@ -662,9 +693,15 @@ func (s *scenario) workflowOfNode(t *testing.T, node string) nodeWorkflow {
 	return found[0]
 }
 
+// queryTimeout bounds a workflow query: it needs a running worker, which a
+// scenario may have killed.
+const queryTimeout = 20 * time.Second
+
 func tryQueryState(workflowID string) (workflows.NodeStateView, error) {
 	var state workflows.NodeStateView
-	value, err := suite.temporal.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryState)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	value, err := suite.temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryState)
 	if err != nil {
 		return state, err
 	}
@@ -683,7 +720,9 @@ func queryState(t *testing.T, workflowID string) workflows.NodeStateView {
 
 func tryQueryHistory(workflowID string) (workflows.NodeHistoryView, error) {
 	var history workflows.NodeHistoryView
-	value, err := suite.temporal.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryHistory)
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
+	value, err := suite.temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryHistory)
 	if err != nil {
 		return history, err
 	}
@@ -781,6 +820,21 @@ func runStarter(args ...string) (string, error) {
 
 // ---- Diagnosis ----
 
+// eventTime is when an event last happened, whichever API wrote it (events
+// from the events/v1 API carry eventTime and a series, core/v1 ones
+// lastTimestamp).
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
 // diagnose describes the scenario's world for a failure: its pods and their
 // events, the pool's node workflows (state and decisions), its instances,
 // every Node, and the tail of the worker log.
@@ -794,9 +848,9 @@ func (s *scenario) diagnose() string {
 		}
 	}
 	if events, err := suite.kube.CoreV1().Events(s.namespace).List(ctx, metav1.ListOptions{}); err == nil {
-		sort.Slice(events.Items, func(i, j int) bool { return events.Items[i].LastTimestamp.Before(&events.Items[j].LastTimestamp) })
+		sort.SliceStable(events.Items, func(i, j int) bool { return eventTime(&events.Items[i]).Before(eventTime(&events.Items[j])) })
 		for _, e := range events.Items {
-			fmt.Fprintf(&b, "event %s %s/%s %s: %s (x%d)\n", e.LastTimestamp.Format(time.TimeOnly), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count)
+			fmt.Fprintf(&b, "event %s %s %s/%s %s: %s\n", eventTime(&e).Format(time.TimeOnly), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
 	fmt.Fprintf(&b, "--- node workflows of pool %s\n", s.pool)
@@ -807,6 +861,11 @@ func (s *scenario) diagnose() string {
 	for _, wf := range found {
 		fmt.Fprintf(&b, "workflow %s %s phase %s node %s instance %s %s reason %q\n", wf.ID, wf.Status, wf.Phase, wf.NodeName, wf.InstanceID, wf.InstanceType, wf.TerminationReason)
 		if wf.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		// A query needs a worker: with none running it would wait for the
+		// query's own timeout.
+		if !suite.worker.running() {
 			continue
 		}
 		if history, err := tryQueryHistory(wf.ID); err == nil {

@@ -126,17 +126,34 @@ func TestWalkthrough(t *testing.T) {
 		t.FailNow()
 	}
 
+	logFrom := suite.worker.logOffset()
 	emptied := time.Now()
 	kubectl(t, "delete", "deployment", "inflate", "-n", s.namespace)
 	for _, wf := range byNode {
 		result := waitWorkflowResult(t, wf.ID, terminateTimeout)
 		assertTerminated(t, wf.ID, result, workflows.ReasonEmpty)
+		// The node's own countdown: from the pods leaving to the
+		// termination's decision (several nodes may then wait their turn
+		// under the pool's disruption budget).
+		decided := result.Termination.RequestedAt.Sub(emptied)
+		t.Logf("Node %s: termination decided %s after the deployment was deleted, node gone %s after",
+			wf.NodeName, decided.Round(time.Millisecond), time.Since(emptied).Round(time.Millisecond))
+		if decided < 30*time.Second {
+			t.Errorf("Node %s: termination decided %s after its pods left, before consolidateAfter (30s)", wf.NodeName, decided.Round(time.Millisecond))
+		}
+		// The lines the walkthrough shows a user, in the worker's log.
+		for _, line := range [][]string{
+			{"Added TTL to empty node", wf.ID},
+			{"Triggering termination after 30s for empty node", wf.ID},
+			{"Cordoned node", wf.NodeName},
+			{"Deleted node", wf.NodeName},
+		} {
+			if _, ok := suite.worker.logLine(logFrom, line...); !ok {
+				t.Errorf("the worker did not log %q for %s", line[0], line[1])
+			}
+		}
 	}
-	took := time.Since(emptied)
-	t.Logf("deployment deleted → every node terminated: %s", took.Round(time.Millisecond))
-	if took < 30*time.Second {
-		t.Errorf("nodes terminated %s after the pods left, before consolidateAfter (30s)", took.Round(time.Millisecond))
-	}
+	t.Logf("deployment deleted → every node terminated: %s", time.Since(emptied).Round(time.Millisecond))
 	for i, seen := range watches {
 		if observed := seen(); !observed.cordoned || !observed.deleted {
 			t.Errorf("Node %s: cordoned %v, deleted %v; want both seen", nodes[i].Name, observed.cordoned, observed.deleted)

@@ -260,21 +260,37 @@ func (w *workerProcess) logSince(offset int64) string {
 	return b.String()
 }
 
-// waitLog waits until the worker logs a line containing substring after
-// offset, and returns that line.
-func (w *workerProcess) waitLog(t testing.TB, offset int64, substring string, timeout time.Duration) string {
+// logLine finds the first line of worker.log after offset that contains
+// every one of substrings.
+func (w *workerProcess) logLine(offset int64, substrings ...string) (string, bool) {
+	for line := range strings.SplitSeq(w.logSince(offset), "\n") {
+		if containsAll(line, substrings) {
+			return line, true
+		}
+	}
+	return "", false
+}
+
+// waitLog waits until the worker logs, after offset, a line containing
+// every one of substrings, and returns that line.
+func (w *workerProcess) waitLog(t testing.TB, offset int64, timeout time.Duration, substrings ...string) string {
 	t.Helper()
 	var line string
-	poll(t, timeout, fmt.Sprintf("the worker to log %q", substring), func(context.Context) (bool, error) {
-		for l := range strings.SplitSeq(w.logSince(offset), "\n") {
-			if strings.Contains(l, substring) {
-				line = l
-				return true, nil
-			}
-		}
-		return false, nil
+	poll(t, timeout, fmt.Sprintf("the worker to log a line with %q", substrings), func(context.Context) (bool, error) {
+		var ok bool
+		line, ok = w.logLine(offset, substrings...)
+		return ok, nil
 	})
 	return line
+}
+
+func containsAll(s string, substrings []string) bool {
+	for _, sub := range substrings {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // logTail is the last n lines of worker.log.

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/workflows"
+)
+
+// TestKubectlDeleteNode: `kubectl delete node` on a node with pods. The
+// termination finalizer holds the Node while its workflow cordons and taints
+// it, evicts its pods and terminates its instance; then the finalizer goes,
+// the Node with it, and the workflow completes with reason Deleted. The
+// evicted pods run again on a replacement node.
+func TestKubectlDeleteNode(t *testing.T) {
+	s := newScenario(t, "delete-node")
+	const replicas = 2
+	s.createDeployment(t, "app", replicas, "500m")
+	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
+	nodeName := before[0].Spec.NodeName
+	for _, p := range before {
+		if p.Spec.NodeName != nodeName {
+			t.Fatalf("the two 500m pods landed on %s and %s; the scenario wants them on one node", nodeName, p.Spec.NodeName)
+		}
+	}
+	wf := s.workflowOfNode(t, nodeName)
+	state := queryState(t, wf.ID)
+	if state.Phase != workflows.PhaseReady || state.Instance == nil {
+		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
+	}
+	node, err := suite.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
+		t.Fatalf("Node %s lacks the %s finalizer (finalizers %v)", nodeName, activities.TerminationFinalizer, node.Finalizers)
+	}
+	seen := watchNode(t, node)
+
+	deleted := time.Now()
+	// --wait=false: kubectl would otherwise block until the finalizer is
+	// removed, which is the whole drain.
+	kubectl(t, "delete", "node", nodeName, "--wait=false")
+	result := waitWorkflowResult(t, wf.ID, terminateTimeout)
+	assertTerminated(t, wf.ID, result, workflows.ReasonDeleted)
+	t.Logf("kubectl delete node → drained, instance terminated, Node gone: %s", time.Since(deleted).Round(time.Millisecond))
+
+	observed := seen()
+	if !observed.heldByFinalizer {
+		t.Errorf("Node %s was never seen deleting with the %s finalizer holding it", nodeName, activities.TerminationFinalizer)
+	}
+	if !observed.cordoned || !observed.disruptedTaint {
+		t.Errorf("while draining, Node %s was cordoned: %v, tainted %s: %v; want both", nodeName, observed.cordoned, activities.DisruptedTaintKey, observed.disruptedTaint)
+	}
+	if !observed.deleted {
+		t.Errorf("the watch never saw Node %s deleted", nodeName)
+	}
+	if result.Instance == nil || result.Instance.InstanceID != state.Instance.InstanceID {
+		t.Errorf("the workflow's result names instance %v, it launched %s", result.Instance, state.Instance.InstanceID)
+	}
+
+	after := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
+	t.Logf("kubectl delete node → pods Running again: %s", time.Since(deleted).Round(time.Millisecond))
+	oldPods := map[string]bool{}
+	for _, p := range before {
+		oldPods[p.Name] = true
+	}
+	for _, p := range after {
+		if p.Spec.NodeName == nodeName || oldPods[p.Name] {
+			t.Errorf("pod %s on %s: want a new pod on a replacement node", p.Name, p.Spec.NodeName)
+		}
+	}
+	replacement := s.workflowOfNode(t, after[0].Spec.NodeName)
+	if replacement.ID == wf.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
+	}
+}
