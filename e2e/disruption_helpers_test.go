@@ -87,9 +87,9 @@ func (s *scenario) watchPodTimeline(t *testing.T, selector string, replicas int)
 		replicas: replicas, current: map[string]*corev1.Pod{}, nodeOf: map[string]string{}, goneAt: map[string]time.Time{},
 		done: make(chan struct{}),
 	}
-	for i := range list.Items {
-		timeline.apply(watch.Added, &list.Items[i], time.Now())
-	}
+	// The listed pods count as one moment: applied one by one, the first
+	// would look like replicas-1 unavailable.
+	timeline.apply(time.Now(), "listed", list.Items...)
 	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 			options.LabelSelector = selector
@@ -111,7 +111,11 @@ func (s *scenario) watchPodTimeline(t *testing.T, selector string, replicas int)
 				continue
 			}
 			if pod, ok := event.Object.(*corev1.Pod); ok {
-				timeline.apply(event.Type, pod, time.Now())
+				if event.Type == watch.Deleted {
+					timeline.forget(pod)
+				} else {
+					timeline.apply(time.Now(), fmt.Sprintf("%s %s", event.Type, pod.Name), *pod)
+				}
 			}
 		}
 	}()
@@ -119,18 +123,35 @@ func (s *scenario) watchPodTimeline(t *testing.T, selector string, replicas int)
 	return timeline
 }
 
-func (p *podTimeline) apply(kind watch.EventType, pod *corev1.Pod, at time.Time) {
+// apply records pods' new versions at one moment, then measures
+// availability.
+func (p *podTimeline) apply(at time.Time, what string, pods ...corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Spec.NodeName != "" {
+			p.nodeOf[pod.Name] = pod.Spec.NodeName
+		}
+		p.current[pod.Name] = pod.DeepCopy()
+	}
+	p.measureLocked(at, what)
+}
+
+// forget records a pod's deletion.
+func (p *podTimeline) forget(pod *corev1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pod.Spec.NodeName != "" {
 		p.nodeOf[pod.Name] = pod.Spec.NodeName
 	}
-	if kind == watch.Deleted {
-		delete(p.current, pod.Name)
-		p.goneAt[pod.Name] = at
-	} else {
-		p.current[pod.Name] = pod.DeepCopy()
-	}
+	delete(p.current, pod.Name)
+	at := time.Now()
+	p.goneAt[pod.Name] = at
+	p.measureLocked(at, "DELETED "+pod.Name)
+}
+
+func (p *podTimeline) measureLocked(at time.Time, what string) {
 	available := 0
 	var states []string
 	for _, name := range slices.Sorted(maps.Keys(p.current)) {
@@ -147,7 +168,7 @@ func (p *podTimeline) apply(kind watch.EventType, pod *corev1.Pod, at time.Time)
 	}
 	if unavailable := p.replicas - available; unavailable > p.maxUnavailable {
 		p.maxUnavailable = unavailable
-		p.worst = fmt.Sprintf("%s after %s %s: %s", at.Format("15:04:05.000"), kind, pod.Name, strings.Join(states, " "))
+		p.worst = fmt.Sprintf("%s after %s: %s", at.Format("15:04:05.000"), what, strings.Join(states, " "))
 	}
 }
 
