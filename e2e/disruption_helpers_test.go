@@ -318,3 +318,60 @@ func signalThroughUI(t *testing.T, workflowID, runID, signalName string, input a
 	}
 	t.Logf("UI signal %s to %s: HTTP %d", signalName, workflowID, resp.StatusCode)
 }
+
+// TestPodTimelineCountsUnavailableReplicas checks the PDB scenario's
+// measure on its own (no stack): terminating, pending and deleted replicas
+// count as unavailable, and the listed pods are one moment.
+func TestPodTimelineCountsUnavailableReplicas(t *testing.T) {
+	now := time.Now()
+	pod := func(name string, available, terminating bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+		if available {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		if terminating {
+			p.DeletionTimestamp = &metav1.Time{Time: now}
+		}
+		return p
+	}
+	tests := []struct {
+		name  string
+		steps func(*podTimeline)
+		want  int
+	}{
+		{name: "listed at once", want: 0, steps: func(p *podTimeline) {
+			p.apply(now, "listed", pod("a", true, false), pod("b", true, false), pod("c", true, false))
+		}},
+		{name: "one evicted and replaced at a time", want: 1, steps: func(p *podTimeline) {
+			p.apply(now, "listed", pod("a", true, false), pod("b", true, false), pod("c", true, false))
+			p.apply(now, "evict a", pod("a", true, true))
+			p.apply(now, "replacement d", pod("d", false, false))
+			gone := pod("a", true, true)
+			p.forget(&gone)
+			p.apply(now, "d ready", pod("d", true, false))
+			p.apply(now, "evict b", pod("b", true, true))
+		}},
+		{name: "two terminating at once", want: 2, steps: func(p *podTimeline) {
+			p.apply(now, "listed", pod("a", true, false), pod("b", true, false), pod("c", true, false))
+			p.apply(now, "evict a", pod("a", true, true))
+			p.apply(now, "evict b", pod("b", true, true))
+		}},
+		{name: "deleted before its replacement exists", want: 2, steps: func(p *podTimeline) {
+			p.apply(now, "listed", pod("a", true, false), pod("b", true, false), pod("c", true, false))
+			p.apply(now, "evict a", pod("a", true, true))
+			gone := pod("a", true, true)
+			p.forget(&gone)
+			p.apply(now, "b not ready", pod("b", false, false))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &podTimeline{replicas: 3, current: map[string]*corev1.Pod{}, nodeOf: map[string]string{}, goneAt: map[string]time.Time{}}
+			tt.steps(p)
+			if got, when := p.mostUnavailable(); got != tt.want {
+				t.Errorf("most unavailable %d (%s), want %d", got, when, tt.want)
+			}
+		})
+	}
+}
