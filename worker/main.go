@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/worker/connect"
 	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
@@ -40,6 +41,7 @@ type flags struct {
 	batchMax            time.Duration
 	registrationTimeout time.Duration
 	metricsAddress      string
+	leaseNamespace      string
 }
 
 func main() {
@@ -82,6 +84,7 @@ func newCommand() *cobra.Command {
 		metricsAddress = metrics.DefaultAddress
 	}
 	fs.StringVar(&f.metricsAddress, "metrics-address", metricsAddress, "serve /metrics, /healthz and /readyz here; empty disables [$MILLWRIGHT_METRICS_ADDRESS]")
+	fs.StringVar(&f.leaseNamespace, "lease-namespace", connect.EnvOr("POD_NAMESPACE", kube.DefaultLeaseNamespace), "namespace of the Leases that serialise each NodePool's disruption decisions; the worker's own namespace [$POD_NAMESPACE]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -126,6 +129,7 @@ func runWorker(ctx context.Context, f flags) error {
 		InterruptionQueue:   f.interruptionQueue,
 		Provisioner:         workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
 		RegistrationTimeout: f.registrationTimeout,
+		LeaseNamespace:      f.leaseNamespace,
 		MetricsAddress:      f.metricsAddress,
 		Metrics:             workerMetrics,
 		Logger:              logger,

@@ -16,8 +16,10 @@ const (
 )
 
 // defaultDisruptionRetry is how long an empty node waits before asking its
-// disruption budget again when the budget did not say.
-const defaultDisruptionRetry = time.Minute
+// disruption budget again when the budget did not say: about as often as
+// Karpenter's disruption loop looks, so a node refused because a sibling
+// was leaving goes soon after the sibling is gone.
+const defaultDisruptionRetry = 10 * time.Second
 
 // awaitDisruption is the Ready phase: it waits for whichever comes first —
 // the node staying empty for consolidateAfter, expiry, an interruption, a
@@ -154,6 +156,7 @@ func (w *nodeLifecycle) considerEmptyTermination() {
 			retry = defaultDisruptionRetry
 		}
 		w.state.DisruptionRetryAt = workflow.Now(w.ctx).Add(retry)
+		w.logger.Info("Empty node kept by its disruption budget", "why", answer.Why, "retryIn", formatDuration(retry))
 		w.decide("Empty node kept: %s; asking again in %s", answer.Why, formatDuration(retry))
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/millwright/millwright/activities"
@@ -31,8 +32,12 @@ var nodePoolResource = apisv1.GroupVersion.WithResource("nodepools")
 // allowed (it is already counted), which keeps the answer stable when the
 // workflow asks again.
 //
-// The answer is a read, not a reservation: two nodes of a pool asking at the
-// same instant may both be allowed before either is tainted.
+// The answer is a reservation: decisions of one pool take turns under the
+// pool's Lease (disruptionlock.go), and an allowed node is annotated
+// ReservedForDisruptionAnnotation before the Lease is released, so the next
+// decision counts it even though its drain has not tainted it yet. A
+// reservation the workflow does not use (a pod arrived meanwhile) lapses
+// after disruptionReservationTTL.
 func (a *Activities) AllowDisruption(ctx context.Context, req activities.AllowDisruptionRequest) (activities.AllowDisruptionResponse, error) {
 	switch {
 	case req.NodePool == "":
@@ -40,6 +45,11 @@ func (a *Activities) AllowDisruption(ctx context.Context, req activities.AllowDi
 	case req.NodeName == "":
 		return activities.AllowDisruptionResponse{}, invalidRequest(activities.AllowDisruptionActivity, "nodeName", "empty")
 	}
+	unlock, err := a.lockPool(ctx, req.NodePool)
+	if err != nil {
+		return activities.AllowDisruptionResponse{}, err
+	}
+	defer unlock()
 	pool, err := a.nodePool(ctx, req.NodePool)
 	if apierrors.IsNotFound(err) {
 		// The pool's nodes are orphans: nothing protects them any more.
@@ -55,7 +65,36 @@ func (a *Activities) AllowDisruption(ctx context.Context, req activities.AllowDi
 	if err != nil {
 		return activities.AllowDisruptionResponse{}, fmt.Errorf("list Nodes of NodePool %s: %w", req.NodePool, err)
 	}
-	return decideDisruption(pool, list.Items, req, a.clock.Now()), nil
+	now := a.clock.Now()
+	answer := decideDisruption(pool, list.Items, req, now)
+	if answer.Allowed {
+		if err := a.reserveDisruption(ctx, req.NodeName, now); err != nil {
+			return activities.AllowDisruptionResponse{}, err
+		}
+	}
+	return answer, nil
+}
+
+// ReservedForDisruptionAnnotation records when AllowDisruption allowed the
+// Node's disruption (RFC 3339): until its drain taints the Node, this is what
+// the pool's next decision counts.
+const ReservedForDisruptionAnnotation = "millwright.dev/disruption-reserved-at"
+
+// disruptionReservationTTL is how long an allowed disruption counts without
+// the drain's taint: the workflow cordons within seconds of being allowed.
+const disruptionReservationTTL = time.Minute
+
+// reserveDisruption annotates the Node with now.
+func (a *Activities) reserveDisruption(ctx context.Context, nodeName string, now time.Time) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, ReservedForDisruptionAnnotation, now.UTC().Format(time.RFC3339))
+	_, err := a.clientset.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // the Node is gone: nothing to count
+	}
+	if err != nil {
+		return fmt.Errorf("reserve the disruption of Node %s: %w", nodeName, err)
+	}
+	return nil
 }
 
 // nodePool reads one NodePool and applies the CRD's defaults (so a pool
@@ -80,7 +119,7 @@ func decideDisruption(pool *apisv1.NodePool, nodes []corev1.Node, req activities
 	for i := range nodes {
 		node := &nodes[i]
 		total++
-		if !beingDisrupted(node) {
+		if !beingDisrupted(node, now) {
 			continue
 		}
 		if node.Name == req.NodeName {
@@ -115,9 +154,14 @@ func decideDisruption(pool *apisv1.NodePool, nodes []corev1.Node, req activities
 	return activities.AllowDisruptionResponse{Allowed: true}
 }
 
-// beingDisrupted: Drain has tainted the node, or it is being deleted.
-func beingDisrupted(node *corev1.Node) bool {
-	return node.DeletionTimestamp != nil || hasTaint(node.Spec.Taints, disruptedTaint)
+// beingDisrupted: Drain has tainted the node, it is being deleted, or its
+// disruption was allowed less than disruptionReservationTTL ago.
+func beingDisrupted(node *corev1.Node, now time.Time) bool {
+	if node.DeletionTimestamp != nil || hasTaint(node.Spec.Taints, disruptedTaint) {
+		return true
+	}
+	reserved, err := time.Parse(time.RFC3339, node.Annotations[ReservedForDisruptionAnnotation])
+	return err == nil && now.Before(reserved.Add(disruptionReservationTTL))
 }
 
 // budgetLimit is the most restrictive active budget.

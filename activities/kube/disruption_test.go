@@ -203,3 +203,96 @@ func TestBudgetWindow(t *testing.T) {
 		})
 	}
 }
+
+func TestAllowDisruptionReservesTheNodeUntilItsDrainTaintsIt(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC))
+	h := newHarness(t, withClock(clock))
+	pool := clustertesting.UniqueName("reserve")
+	createNodePool(t, pool, []apisv1.Budget{budget("1")}, nil)
+	nodes := createPoolNodes(t, pool, live, live)
+	ask := func(node string) activities.AllowDisruptionResponse {
+		t.Helper()
+		resp, err := execute[activities.AllowDisruptionResponse](h, nil, h.activities.AllowDisruption,
+			activities.AllowDisruptionRequest{NodePool: pool, NodeName: node, Reason: "Empty"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	if resp := ask(nodes[0]); !resp.Allowed {
+		t.Fatalf("first node refused (%s), want allowed", resp.Why)
+	}
+	if got := getNode(t, nodes[0]).Annotations[ReservedForDisruptionAnnotation]; got != "2026-11-30T09:30:00Z" {
+		t.Errorf("reservation annotation = %q, want the decision's time", got)
+	}
+	if resp := ask(nodes[1]); resp.Allowed || !strings.Contains(resp.Why, "1 already are") {
+		t.Errorf("second node: Allowed=%v (%s), want refused: the first holds the only unit of the budget", resp.Allowed, resp.Why)
+	}
+	if resp := ask(nodes[0]); !resp.Allowed {
+		t.Errorf("asking again for the reserved node: refused (%s), want allowed", resp.Why)
+	}
+
+	// The first node was never drained (a pod arrived, say): its
+	// reservation lapses and the budget is free again.
+	clock.Step(disruptionReservationTTL + time.Second)
+	if resp := ask(nodes[1]); !resp.Allowed {
+		t.Errorf("after the reservation lapsed: refused (%s), want allowed", resp.Why)
+	}
+}
+
+// TestConcurrentDisruptionDecisionsRespectTheBudget: many nodes of one pool
+// ask at the same instant; the pool's Lease makes them take turns, so the
+// budget of one is spent exactly once.
+func TestConcurrentDisruptionDecisionsRespectTheBudget(t *testing.T) {
+	h := newHarness(t)
+	pool := clustertesting.UniqueName("race")
+	createNodePool(t, pool, []apisv1.Budget{budget("1")}, nil)
+	nodes := createPoolNodes(t, pool, live, live, live, live, live)
+
+	type answer struct {
+		resp activities.AllowDisruptionResponse
+		err  error
+	}
+	answers := make(chan answer, len(nodes))
+	start := make(chan struct{})
+	for _, node := range nodes {
+		go func() {
+			<-start
+			resp, err := execute[activities.AllowDisruptionResponse](h, nil, h.activities.AllowDisruption,
+				activities.AllowDisruptionRequest{NodePool: pool, NodeName: node, Reason: "Empty"})
+			answers <- answer{resp, err}
+		}()
+	}
+	close(start)
+	allowed := 0
+	for range nodes {
+		a := <-answers
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if a.resp.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 1 {
+		t.Errorf("%d of %d simultaneous requests allowed, want exactly 1 (budget nodes: 1)", allowed, len(nodes))
+	}
+	lease, err := testClientset.CoordinationV1().Leases(DefaultLeaseNamespace).Get(t.Context(), disruptionLeaseName(pool), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the pool's disruption Lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity != nil {
+		t.Errorf("Lease still held by %s after every decision returned", *lease.Spec.HolderIdentity)
+	}
+}
+
+func TestDisruptionLeaseNameFitsLongPoolNames(t *testing.T) {
+	long := strings.Repeat("p", 253)
+	if name := disruptionLeaseName(long); len(name) > 253 || name == disruptionLeaseName(long[:252]) {
+		t.Errorf("lease name %q (%d chars) for a 253-char pool", name, len(name))
+	}
+	if got := disruptionLeaseName("default"); got != "millwright-disruption-default" {
+		t.Errorf("lease name = %q", got)
+	}
+}

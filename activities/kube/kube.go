@@ -47,6 +47,10 @@ type Config struct {
 	// DefaultEvictionRetryMax.
 	EvictionRetryInitial time.Duration
 	EvictionRetryMax     time.Duration
+	// LeaseNamespace holds the per-NodePool Leases that serialise
+	// disruption decisions (the worker's own namespace in a cluster).
+	// Default DefaultLeaseNamespace.
+	LeaseNamespace string
 }
 
 // InvalidConfigError names the Config field that makes it unusable.
@@ -77,6 +81,7 @@ type Activities struct {
 	pollInterval         time.Duration
 	evictionRetryInitial time.Duration
 	evictionRetryMax     time.Duration
+	leaseNamespace       string
 
 	// nodes is a shared Node informer indexed by spec.providerID. It is
 	// started on first use, so a worker that never runs a waiting activity
@@ -111,6 +116,7 @@ func New(cfg Config) (*Activities, error) {
 		pollInterval:         cfg.PollInterval,
 		evictionRetryInitial: cfg.EvictionRetryInitial,
 		evictionRetryMax:     cfg.EvictionRetryMax,
+		leaseNamespace:       cfg.LeaseNamespace,
 		stop:                 make(chan struct{}),
 	}
 	if a.clock == nil {
@@ -118,6 +124,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if a.logger == nil {
 		a.logger = zap.NewNop()
+	}
+	if a.leaseNamespace == "" {
+		a.leaseNamespace = DefaultLeaseNamespace
 	}
 	if a.pollInterval == 0 {
 		a.pollInterval = DefaultPollInterval

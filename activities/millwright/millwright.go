@@ -60,6 +60,11 @@ type Config struct {
 	// Logger is shared by every part. Default: no logging.
 	Logger *zap.Logger
 
+	// LeaseNamespace holds the Leases that serialise each NodePool's
+	// disruption decisions: the worker's own namespace. Default
+	// kube.DefaultLeaseNamespace.
+	LeaseNamespace string
+
 	// Optional tuning; zero values take each part's default.
 	KubePollInterval        time.Duration
 	TerminationPollInterval time.Duration
@@ -123,7 +128,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	kubeActivities, err := kube.New(kube.Config{
 		Clientset: cfg.Kubernetes, Dynamic: cfg.Dynamic, Clock: cfg.Clock, Logger: cfg.Logger,
-		PollInterval: cfg.KubePollInterval,
+		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("millwright activities: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -65,6 +66,8 @@ type rendered struct {
 	serviceAccount     *corev1.ServiceAccount
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
+	role               *rbacv1.Role
+	roleBinding        *rbacv1.RoleBinding
 	budget             *policyv1.PodDisruptionBudget
 	service            *corev1.Service
 	// serviceMonitor is prometheus-operator's, which client-go's scheme
@@ -126,6 +129,10 @@ func render(t *testing.T, values map[string]any) rendered {
 				out.clusterRole = o
 			case *rbacv1.ClusterRoleBinding:
 				out.clusterRoleBinding = o
+			case *rbacv1.Role:
+				out.role = o
+			case *rbacv1.RoleBinding:
+				out.roleBinding = o
 			case *policyv1.PodDisruptionBudget:
 				out.budget = o
 			case *corev1.Service:
@@ -193,6 +200,9 @@ func TestRenderDefaults(t *testing.T) {
 		// The worker's default, spelt out so the probes and the Service
 		// cannot drift from it.
 		"MILLWRIGHT_METRICS_ADDRESS": ":8080",
+		// From the downward API (no literal value): checked in
+		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
+		"POD_NAMESPACE": "",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("env = %v, want %v", got, want)
@@ -317,6 +327,7 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_INTERRUPTION_QUEUE": "Millwright-prod",
 		"MILLWRIGHT_LOG_LEVEL":          "debug",
 		"MILLWRIGHT_METRICS_ADDRESS":    ":8080",
+		"POD_NAMESPACE":                 "", // the downward API's
 	}
 	got := map[string]string{}
 	for name, e := range env(t, d) {
@@ -409,6 +420,36 @@ var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools", "ec2nodeclasses"}, Verbs: []string{"get", "list", "watch"}},
+}
+
+// namespacedLeastPrivilege is what the worker does in its own namespace
+// only: get, create and update the per-NodePool Leases that serialise
+// disruption decisions (activities/kube/disruptionlock.go).
+var namespacedLeastPrivilege = []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+}
+
+func TestRoleIsLeastPrivilegeInTheReleaseNamespace(t *testing.T) {
+	r := render(t, requiredValues())
+	if r.role == nil || r.roleBinding == nil {
+		t.Fatal("no Role/RoleBinding for the disruption Leases")
+	}
+	if r.role.Namespace != "millwright" || r.roleBinding.Namespace != "millwright" || r.roleBinding.RoleRef.Name != r.role.Name ||
+		len(r.roleBinding.Subjects) != 1 || r.roleBinding.Subjects[0].Name != r.serviceAccount.Name {
+		t.Errorf("Role %s/%s bound by %+v, want the release namespace and the chart's ServiceAccount", r.role.Namespace, r.role.Name, r.roleBinding)
+	}
+	if !reflect.DeepEqual(r.role.Rules, namespacedLeastPrivilege) {
+		t.Errorf("Role rules = %+v, want %+v", r.role.Rules, namespacedLeastPrivilege)
+	}
+	var podNamespace *corev1.EnvVar
+	for i, env := range r.deployment.Spec.Template.Spec.Containers[0].Env {
+		if env.Name == "POD_NAMESPACE" {
+			podNamespace = &r.deployment.Spec.Template.Spec.Containers[0].Env[i]
+		}
+	}
+	if podNamespace == nil || podNamespace.ValueFrom == nil || podNamespace.ValueFrom.FieldRef == nil || podNamespace.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("the worker is not told its namespace through the downward API (POD_NAMESPACE): %+v", podNamespace)
+	}
 }
 
 func TestClusterRoleIsLeastPrivilege(t *testing.T) {

@@ -52,6 +52,10 @@ func createAll(ctx context.Context, t *testing.T, client kubernetes.Interface, d
 			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, options)
 		case *rbacv1.ClusterRoleBinding:
 			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, options)
+		case *rbacv1.Role:
+			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, options)
+		case *rbacv1.RoleBinding:
+			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, options)
 		case *policyv1.PodDisruptionBudget:
 			_, err = client.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, o, options)
 		case *appsv1.Deployment:
@@ -167,7 +171,16 @@ func TestChartOnTheLocalStack(t *testing.T) {
 			}
 		}
 	}
+	for _, rule := range namespacedLeastPrivilege {
+		for _, resource := range rule.Resources {
+			for _, verb := range rule.Verbs {
+				needed = append(needed, access{verb: verb, group: rule.APIGroups[0], resource: resource, namespace: namespace})
+			}
+		}
+	}
 	refused := []access{
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease"},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
 		{verb: "create", resource: "nodes"},
 		{verb: "update", resource: "nodes"},
 		{verb: "patch", resource: "nodes", subresource: "status"},
@@ -222,5 +235,5 @@ func TestChartOnTheLocalStack(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "helm chart: %d allowed and %d refused accesses checked as the chart's ServiceAccount\n", len(needed), len(refused))
 
-	runLifecycleAsServiceAccount(ctx, t, s, asWorker)
+	runLifecycleAsServiceAccount(ctx, t, s, asWorker, namespace)
 }

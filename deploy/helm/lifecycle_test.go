@@ -76,7 +76,7 @@ func applyExample(ctx context.Context, t *testing.T, dyn dynamic.Interface, reso
 // node through its life: pending pods → launch → registration (the worker
 // patches the Node) → pods Running → scale to zero → drain → termination →
 // Node deleted. Any "forbidden" in the worker's or client-go's logs fails.
-func runLifecycleAsServiceAccount(ctx context.Context, t *testing.T, s *stack.Stack, asWorker *rest.Config) {
+func runLifecycleAsServiceAccount(ctx context.Context, t *testing.T, s *stack.Stack, asWorker *rest.Config, workerNamespace string) {
 	t.Helper()
 	admin := s.Clientset()
 	dyn, err := dynamic.NewForConfig(s.Cluster.RESTConfig())
@@ -120,6 +120,7 @@ func runLifecycleAsServiceAccount(ctx context.Context, t *testing.T, s *stack.St
 			AWSEndpoint:       s.EmulatorURL(),
 			AWSCredentials:    run.StaticCredentials("local", "local"),
 			InterruptionQueue: s.InterruptionQueueName(),
+			LeaseNamespace:    workerNamespace,
 			Logger:            zap.New(core),
 		})
 	}()

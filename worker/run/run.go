@@ -79,6 +79,9 @@ type Config struct {
 	Provisioner workflows.ProvisionerInput
 	// RegistrationTimeout overrides the default 15 minutes.
 	RegistrationTimeout time.Duration
+	// LeaseNamespace is where each NodePool's disruption Lease lives: the
+	// worker's own namespace (the chart passes it). Default "default".
+	LeaseNamespace string
 
 	// MetricsAddress is where /metrics, /healthz and /readyz are served
 	// (e.g. ":8080"); empty serves nothing.
@@ -169,6 +172,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Clock:               cfg.Clock,
 		Logger:              logger,
 		RegistrationTimeout: cfg.RegistrationTimeout,
+		LeaseNamespace:      cfg.LeaseNamespace,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: activities: %w", err)
