@@ -32,7 +32,7 @@ func (p *provisioner) runBatch() {
 		UnavailableOfferings: p.unavailable,
 		MaxNodePlans:         p.input.MaxNodePlansPerBatch,
 	}
-	p.logger.Info(fmt.Sprintf("Found %d provisionable pods", len(pods)),
+	p.logger.Debug("Planning a batch", "signalledPods", len(pods),
 		"disruptedNodes", len(nodes), "resync", p.resync, "reconcile", p.reconcileReasons)
 	// The batch owns this work now; what arrives from here on is the next
 	// batch's.
@@ -50,6 +50,11 @@ func (p *provisioner) runBatch() {
 		return
 	}
 	summary.PodsConsidered, summary.PlacedOnExisting = plan.PodsConsidered, plan.PlacedOnExisting
+	// Counted by the planner, which re-reads the pods: those scheduled or
+	// deleted since they were signalled are not provisionable any more.
+	if plan.PodsConsidered > 0 || len(nodes) > 0 {
+		p.logger.Info(fmt.Sprintf("Found %d provisionable pods", plan.PodsConsidered), "disruptedNodes", len(nodes))
+	}
 	summary.Plans, summary.Unschedulable, summary.Deferred = len(plan.Plans), len(plan.Unschedulable), len(plan.Deferred)
 	p.settle(plan.Settled...)
 	for _, key := range plan.Deferred {
