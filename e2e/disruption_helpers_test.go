@@ -375,3 +375,18 @@ func TestPodTimelineCountsUnavailableReplicas(t *testing.T) {
 		})
 	}
 }
+
+// onOneNode is the node all pods run on; it fails the test if they are
+// spread (a scenario that drains "the pods' node" and expects a
+// replacement needs them together: a pod moved to another existing node
+// needs no replacement).
+func onOneNode(t *testing.T, pods []corev1.Pod) string {
+	t.Helper()
+	node := pods[0].Spec.NodeName
+	for _, p := range pods {
+		if p.Spec.NodeName != node {
+			t.Fatalf("the scenario's pods landed on %s and %s; it wants them on one node", node, p.Spec.NodeName)
+		}
+	}
+	return node
+}

@@ -27,7 +27,7 @@ func TestExpiry(t *testing.T) {
 	const replicas = 1
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
+	nodeName := onOneNode(t, before)
 	wf := s.workflowOfNode(t, nodeName)
 	state := queryState(t, wf.ID)
 	if state.ExpiresAt.IsZero() || !state.ExpiresAt.Equal(state.CreatedAt.Add(expiryScenarioExpireAfter)) {

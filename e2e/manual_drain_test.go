@@ -66,7 +66,7 @@ func (s *scenario) manualDrain(t *testing.T, drain func(node string, wf nodeWork
 	const replicas = 2
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
+	nodeName := onOneNode(t, before)
 	wf := s.workflowOfNode(t, nodeName)
 	state := queryState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil {

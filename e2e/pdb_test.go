@@ -27,13 +27,7 @@ func TestPodDisruptionBudgetNeverViolated(t *testing.T) {
 	// 4 × 300m fit one m5.large, so the drain has to move every replica.
 	s.createDeployment(t, "guarded", replicas, "300m")
 	before := s.waitPodsRunning(t, "app=guarded", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
-	onNode := 0
-	for _, p := range before {
-		if p.Spec.NodeName == nodeName {
-			onNode++
-		}
-	}
+	nodeName := onOneNode(t, before)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: s.namespace},
 		Spec: policyv1.PodDisruptionBudgetSpec{
@@ -64,7 +58,7 @@ func TestPodDisruptionBudgetNeverViolated(t *testing.T) {
 	kubectl(t, "delete", "node", nodeName, "--wait=false")
 	result := waitWorkflowResult(t, wf.ID, 2*terminateTimeout)
 	assertTerminated(t, wf.ID, result, workflows.ReasonDeleted)
-	t.Logf("kubectl delete node → %d guarded pods moved one at a time, instance terminated: %s", onNode, time.Since(deleted).Round(time.Millisecond))
+	t.Logf("kubectl delete node → %d guarded pods moved one at a time, instance terminated: %s", replicas, time.Since(deleted).Round(time.Millisecond))
 	s.assertDrainedBeforeTermination(t, pods, nodeName, state.Instance.InstanceID)
 
 	after := s.waitPodsRunning(t, "app=guarded", replicas, launchTimeout)

@@ -31,7 +31,7 @@ func TestSpotInterruption(t *testing.T) {
 	const replicas = 2
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
+	nodeName := onOneNode(t, before)
 	wf := s.workflowOfNode(t, nodeName)
 	state := queryState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil {
@@ -61,6 +61,19 @@ func TestSpotInterruption(t *testing.T) {
 	t.Logf("interruption → drained, instance terminated, Node gone: %s", time.Since(interrupted).Round(time.Millisecond))
 	if !strings.Contains(result.Termination.Detail, string(workflows.InterruptionSpotWarning)) {
 		t.Errorf("termination detail %q does not name the %s", result.Termination.Detail, workflows.InterruptionSpotWarning)
+	}
+
+	// The workflow's own record: the event as the poller mapped it, with
+	// EC2's two-minute deadline the drain had to meet.
+	history := queryHistory(t, wf.ID)
+	recorded := false
+	for _, i := range history.Interruptions {
+		if i.Kind == workflows.InterruptionSpotWarning && i.EventID == interruption.Event.ID && !i.Deadline.IsZero() {
+			recorded = true
+		}
+	}
+	if !recorded {
+		t.Errorf("the history of %s does not record spot warning %s with a deadline: %+v", wf.ID, interruption.Event.ID, history.Interruptions)
 	}
 
 	observed := seen()
