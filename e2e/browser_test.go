@@ -153,6 +153,12 @@ func evaluate[T any](b *browser, expression string) (T, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[T](expression))
 }
 
+// resize sets the viewport's height (the width stays browserWindowWidth).
+func (b *browser) resize(height int64) {
+	b.t.Helper()
+	b.do(fmt.Sprintf("resizing the viewport to %dx%d", browserWindowWidth, height), chromedp.EmulateViewport(browserWindowWidth, height))
+}
+
 // location is the address of the current page.
 func (b *browser) location() string {
 	ctx, cancel := context.WithTimeout(b.tab, browserStepTimeout)

@@ -35,20 +35,27 @@ const (
 	uiEventRow          = `tr[data-testid="event-summary-row"]`
 	uiSearchAttrsTab    = `[data-testid="search-attributes-tab"]`
 	uiMemoTab           = `[data-testid="memo-tab"]`
+	// uiDescendingButton toggles the event history to oldest first (XPath:
+	// the button has no test id).
+	uiDescendingButton = `//button[normalize-space(.)="Descending"]`
 	// uiColumnsStorageKey is the localStorage key under which the UI keeps
 	// each namespace's workflow list columns (what its "Configure Columns"
 	// drawer edits).
 	uiColumnsStorageKey = "namespace-workflow-table-columns"
 )
 
+// Viewport heights: the list pages show a handful of rows, so a short
+// viewport keeps their screenshots free of empty table; a workflow's page
+// gets room for its event history.
+const uiListHeight, uiWorkflowPageHeight = 640, 1400
+
 // uiListColumns are the workflow list's columns: the UI's Status and
 // Workflow ID, then Millwright's search attributes, so the list reads as a
-// table of nodes.
+// table of nodes (and fits the viewport's width).
 var uiListColumns = []string{
 	"Status", "Workflow ID",
 	workflows.NodePoolAttribute.GetName(), workflows.PhaseAttribute.GetName(), workflows.NodeNameAttribute.GetName(),
 	workflows.InstanceTypeAttribute.GetName(), workflows.ZoneAttribute.GetName(), workflows.CapacityTypeAttribute.GetName(),
-	"Start",
 }
 
 // TestTemporalUIShowsNodeWorkflows drives the embedded Temporal UI in
@@ -100,6 +107,7 @@ func TestTemporalUIShowsNodeWorkflows(t *testing.T) {
 	// workflows among the namespace's others (the cluster's provisioner
 	// workflow at least).
 	uiStarted := time.Now()
+	b.resize(uiListHeight)
 	b.do("opening the workflow list", chromedp.Navigate(listURL), chromedp.WaitVisible(chromedp.CSS(uiRawQueryToggle)))
 	b.showListColumns(namespace, uiListColumns)
 	b.do("reopening the workflow list", chromedp.Navigate(listURL), chromedp.WaitVisible(chromedp.CSS(uiRawQueryToggle)))
@@ -139,15 +147,23 @@ func TestTemporalUIShowsNodeWorkflows(t *testing.T) {
 	})
 	chosen := ready[ids[0]]
 	link := uiWorkflowRow + ` a[href*="/workflows/` + url.PathEscape(chosen.ID) + `/"]`
+	b.resize(uiWorkflowPageHeight)
 	b.do("clicking node workflow "+chosen.ID, chromedp.Click(chromedp.CSS(link)), chromedp.WaitVisible(chromedp.CSS(uiWorkflowHeading)))
 	b.waitText(t, "the page of "+chosen.ID, uiWorkflowHeading, func(text string) bool { return strings.Contains(text, chosen.ID) })
 
-	b.do("opening the Event History tab", chromedp.Click(chromedp.CSS(uiHistoryTab)))
+	// Oldest first, so the screenshot shows the start and the launch.
+	b.do("opening the Event History tab, oldest first",
+		chromedp.Click(chromedp.CSS(uiHistoryTab)),
+		chromedp.WaitVisible(chromedp.CSS(uiEventRow)),
+		chromedp.Click(chromedp.Search(uiDescendingButton)),
+		chromedp.MouseEvent(chromedp.MouseMoved, 1, 1),
+	)
 	var events []string
-	poll(t, uiTimeout, "the event history of "+chosen.ID+" to show WorkflowExecutionStarted and the Launch activity", func(context.Context) (bool, error) {
+	poll(t, uiTimeout, "the event history of "+chosen.ID+" to show WorkflowExecutionStarted first and the Launch activity", func(context.Context) (bool, error) {
 		var err error
 		events, err = evaluate[[]string](b, `Array.from(document.querySelectorAll('`+uiEventRow+`')).map(row => row.innerText.replace(/\s+/g, ' ').trim())`)
-		return containsEvent(events, "Workflow Execution Started", workflows.NodeWorkflowType) &&
+		return len(events) > 0 && strings.Contains(events[0], "Workflow Execution Started") &&
+			containsEvent(events, "Workflow Execution Started", workflows.NodeWorkflowType) &&
 			containsEvent(events, "Activity Task Scheduled", activities.LaunchActivity) &&
 			containsEvent(events, "Activity Task Completed"), err
 	})
