@@ -37,8 +37,12 @@ func launchOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    3 * time.Minute,
 		ScheduleToCloseTimeout: 15 * time.Minute,
-		RetryPolicy:            retryForever(time.Minute),
-		Summary:                "launch instance",
+		// Launch heartbeats every few seconds: a worker that dies mid-launch
+		// is replaced within this, not after the whole 3 minutes, and the
+		// retry's ClientToken returns the instance already created.
+		HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy:      retryForever(time.Minute),
+		Summary:          "launch instance",
 	}
 }
 
