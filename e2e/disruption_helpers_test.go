@@ -218,6 +218,42 @@ func (p *podTimeline) goneFromNode(node string) (pods int, allGone bool, lastGon
 
 // ---- The Temporal UI ----
 
+// uiServerSettings is the part of the UI server's /api/v1/settings the
+// signal dialog depends on.
+type uiServerSettings struct {
+	Version                string
+	DisableWriteActions    bool
+	WorkflowSignalDisabled bool
+}
+
+func uiSettings(ctx context.Context, t *testing.T, browser *http.Client, base string) uiServerSettings {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/settings", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := browser.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s/api/v1/settings: %v", base, err)
+	}
+	defer resp.Body.Close()
+	var settings uiServerSettings
+	if err := json.NewDecoder(resp.Body).Decode(&settings); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s/api/v1/settings: HTTP %d, %v", base, resp.StatusCode, err)
+	}
+	return settings
+}
+
+// versionBefore reports whether a "major.minor.patch" version is older than
+// major.minor; an unparsable version counts as current.
+func versionBefore(version string, major, minor int) bool {
+	var gotMajor, gotMinor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &gotMajor, &gotMinor); err != nil {
+		return false
+	}
+	return gotMajor < major || (gotMajor == major && gotMinor < minor)
+}
+
 // uiPayload is a Temporal payload in the UI API's JSON: encoding and data
 // base64-encoded, as the browser builds it from the "Input" box.
 type uiPayload struct {
@@ -241,10 +277,11 @@ type uiSignalRequest struct {
 
 // signalThroughUI sends a signal the way the Temporal UI's "Send a Signal"
 // dialog does (ui-server v2.54's bundled app, workflow-service signalWorkflow):
-// a page load sets the _csrf cookie; the POST to
-// /api/v1/namespaces/NS/workflows/ID/signal/NAME echoes it in X-CSRF-Token,
-// with the workflow id URI-encoded twice (the app does so for servers from
-// 2.23 on) and the input typed as JSON sent as one json/plain payload.
+// a page load sets the _csrf cookie; the app reads /api/v1/settings; the
+// POST to /api/v1/namespaces/NS/workflows/ID/signal/NAME echoes the cookie
+// in X-CSRF-Token, with the route parameters URI-encoded twice (the app does
+// so for servers from 2.23 on) and the input typed as JSON sent as one
+// json/plain payload.
 func signalThroughUI(t *testing.T, workflowID, runID, signalName string, input any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -296,11 +333,22 @@ func signalThroughUI(t *testing.T, workflowID, runID, signalName string, input a
 	if err != nil {
 		t.Fatal(err)
 	}
-	encodeURIComponent := url.PathEscape
+	// The app reads the server's settings first: they say whether signals
+	// are allowed at all (it hides the button otherwise) and, by version,
+	// how route parameters are encoded.
+	settings := uiSettings(ctx, t, browser, base)
+	if settings.DisableWriteActions || settings.WorkflowSignalDisabled {
+		t.Fatalf("the UI server disables signals (settings %+v): the UI offers no \"Send a Signal\"", settings)
+	}
+	encode := func(parameter string) string {
+		// encodeURIComponent once for UI servers before 2.23, twice since.
+		if versionBefore(settings.Version, 2, 23) {
+			return url.PathEscape(parameter)
+		}
+		return url.PathEscape(url.PathEscape(parameter))
+	}
 	signalURL := fmt.Sprintf("%s/api/v1/namespaces/%s/workflows/%s/signal/%s", base,
-		encodeURIComponent(encodeURIComponent(suite.stack.Temporal.Namespace())),
-		encodeURIComponent(encodeURIComponent(workflowID)),
-		encodeURIComponent(encodeURIComponent(signalName)))
+		encode(suite.stack.Temporal.Namespace()), encode(workflowID), encode(signalName))
 	post, err := http.NewRequestWithContext(ctx, http.MethodPost, signalURL, strings.NewReader(string(raw)))
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +364,7 @@ func signalThroughUI(t *testing.T, workflowID, runID, signalName string, input a
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST %s = %d %s, want 200", signalURL, resp.StatusCode, strings.TrimSpace(string(answer)))
 	}
-	t.Logf("UI signal %s to %s: HTTP %d", signalName, workflowID, resp.StatusCode)
+	t.Logf("UI signal %s to %s through UI server %s: HTTP %d", signalName, workflowID, settings.Version, resp.StatusCode)
 }
 
 // TestPodTimelineCountsUnavailableReplicas checks the PDB scenario's
