@@ -37,9 +37,10 @@ func launchOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    3 * time.Minute,
 		ScheduleToCloseTimeout: 15 * time.Minute,
-		// Launch heartbeats every few seconds: a worker that dies mid-launch
-		// is replaced within this, not after the whole 3 minutes, and the
-		// retry's ClientToken returns the instance already created.
+		// Launch heartbeats (activities.KeepAlive): a worker that dies
+		// mid-launch is replaced within this, not after the whole 3
+		// minutes, and the retry's ClientToken returns the instance
+		// already created.
 		HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy:      retryForever(time.Minute),
 		Summary:          "launch instance",
@@ -111,8 +112,11 @@ func planOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:            retryForever(30 * time.Second),
-		Summary:                "plan nodes",
+		// Plan heartbeats (activities.KeepAlive): pending pods wait at
+		// most this long for a worker that died mid-plan.
+		HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy:      retryForever(30 * time.Second),
+		Summary:          "plan nodes",
 	}
 }
 

@@ -63,7 +63,7 @@ const (
 // created. Offerings EC2 reports out of capacity are remembered in
 // Unavailable for activities.UnavailableOfferingTTL.
 func (p *Provider) Launch(ctx context.Context, req activities.LaunchRequest) (activities.LaunchResponse, error) {
-	defer p.heartbeatWhileRunning(ctx, launchHeartbeatInterval)()
+	defer activities.KeepAlive(ctx, p.clock, activities.HeartbeatInterval)()
 	resp, err := p.launch(ctx, req)
 	return resp, asActivityError(ctx, "launch "+req.NodeClaimName, err)
 }

@@ -164,39 +164,6 @@ func activityAttempt(ctx context.Context) int32 {
 	return 1
 }
 
-// launchHeartbeatInterval is how often Launch tells Temporal it is alive
-// while it waits on EC2; launchOptions' heartbeat timeout is a few of these.
-const launchHeartbeatInterval = 5 * time.Second
-
-// heartbeatWhileRunning heartbeats every interval until the returned stop is
-// called, so a worker that dies mid-call is noticed at the heartbeat timeout
-// rather than at the end of the whole start-to-close timeout.
-func (p *Provider) heartbeatWhileRunning(ctx context.Context, interval time.Duration) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	ticker := p.clock.NewTicker(interval)
-	go func() {
-		defer ticker.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-ticker.C():
-				recordLaunchHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
-// recordLaunchHeartbeat is heartbeat; tests replace it to observe each call
-// (the SDK's test environment only reports the throttled ones).
-var recordLaunchHeartbeat = func(ctx context.Context) { heartbeat(ctx) }
-
 // heartbeat records progress when running as an activity.
 func heartbeat(ctx context.Context, details ...any) {
 	if activity.IsActivity(ctx) {

@@ -107,6 +107,11 @@ func New(cfg Config) (*Planner, error) {
 // same pods (a name derived from the pods would collide with the closed
 // workflow of a node that found no capacity).
 func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
+	ticker, ok := p.clock.(clock.WithTicker)
+	if !ok {
+		ticker = clock.RealClock{}
+	}
+	defer activities.KeepAlive(ctx, ticker, activities.HeartbeatInterval)()
 	cluster := req.Cluster
 	if cluster == "" {
 		cluster = p.cluster
