@@ -131,7 +131,10 @@ func TestTemporalUIShowsNodeWorkflows(t *testing.T) {
 	}
 	b.screenshot("search-ready-nodes")
 
-	// A phase none of the nodes is in lists none of them.
+	// A phase none of the nodes is in lists none of them. The UI shows "No
+	// Workflows Found" only once a fetch returned nothing (while loading it
+	// shows placeholder rows), and the list before this search had rows, so
+	// the empty state is this query's answer.
 	drainingQuery := fmt.Sprintf(`%s="%s" AND %s="%s"`, workflows.NodePoolAttribute.GetName(), s.pool, workflows.PhaseAttribute.GetName(), workflows.PhaseDraining)
 	b.search(listURL, drainingQuery)
 	b.waitList(t, "the search "+drainingQuery+" to list no workflow", func(l workflowList) bool {
