@@ -48,6 +48,36 @@ func checkAddrFree(purpose, addr string) error {
 	return l.Close()
 }
 
+// freePortAttempts bounds how many free ports availableAddr tries for a
+// port-0 address.
+const freePortAttempts = 5
+
+// availableAddr is listenAddr followed by checkAddrFree. For port 0 a port
+// that another process took between picking and checking (an outgoing
+// connection may reuse a port in TIME_WAIT as its source port) is not the
+// caller's problem: another free port is picked.
+func availableAddr(purpose, addr string) (string, int, error) {
+	for attempt := 1; ; attempt++ {
+		host, port, err := listenAddr(purpose, addr)
+		if err != nil {
+			return "", 0, err
+		}
+		err = checkAddrFree(purpose, net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			return host, port, nil
+		}
+		if !IsPortInUse(err) || !requestsFreePort(addr) || attempt == freePortAttempts {
+			return "", 0, err
+		}
+	}
+}
+
+// requestsFreePort reports whether addr asks for any free port (port 0).
+func requestsFreePort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}
+
 // listenAddr validates a host:port option and returns its IP and port, with
 // port 0 replaced by a free port so the address handed to the server (and
 // shown to users) is the real one. The host must be an IP because the server

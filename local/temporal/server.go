@@ -70,24 +70,18 @@ func Start(ctx context.Context, options Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	frontendHost, frontendPort, err := listenAddr("frontend", o.FrontendAddr)
+	frontendHost, frontendPort, err := availableAddr("frontend", o.FrontendAddr)
 	if err != nil {
 		return nil, err
 	}
 	frontendAddr := net.JoinHostPort(frontendHost, strconv.Itoa(frontendPort))
-	if err := checkAddrFree("frontend", frontendAddr); err != nil {
-		return nil, err
-	}
 	var uiAddr string
 	if !o.DisableUI {
-		uiHost, uiPort, err := listenAddr("UI", o.UIAddr)
+		uiHost, uiPort, err := availableAddr("UI", o.UIAddr)
 		if err != nil {
 			return nil, err
 		}
 		uiAddr = net.JoinHostPort(uiHost, strconv.Itoa(uiPort))
-		if err := checkAddrFree("UI", uiAddr); err != nil {
-			return nil, err
-		}
 	}
 
 	logger, closeLog, err := serverLogger(o)
@@ -215,7 +209,7 @@ func (s *Server) serverConfig(sqlConfig *config.SQL, frontendHost string, fronte
 	}
 	// The other services only talk to each other; any free port will do.
 	for _, service := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
-		port, err := freePort(frontendHost)
+		_, port, err := availableAddr(string(service), net.JoinHostPort(frontendHost, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("picking a port for the temporal %s service: %w", service, err)
 		}
