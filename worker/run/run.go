@@ -1,7 +1,8 @@
 // Package run owns one Millwright worker's life: it builds the clients
 // (Temporal, Kubernetes, EC2, SQS), registers the workflows and activities on
 // a Temporal worker, starts the informers and watchers that turn cluster
-// changes into signals and the SQS interruption poller, and stops them all
+// changes into signals, the controllers that write NodePool and EC2NodeClass
+// status (worker/status) and the SQS interruption poller, and stops them all
 // when its context ends. The worker binary and `starter dev` both run it.
 package run
 
@@ -35,6 +36,7 @@ import (
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/worker/interruption"
 	"github.com/millwright/millwright/worker/metrics"
+	"github.com/millwright/millwright/worker/status"
 	"github.com/millwright/millwright/worker/watch"
 	"github.com/millwright/millwright/workflows"
 )
@@ -204,6 +206,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := interruption.AddInstanceIndex(nodeInformer); err != nil {
 		return err
 	}
+	statusControllers, err := status.New(status.Options{
+		Informers: factory, DynamicInformers: dynamicFactory, Dynamic: dynamicClient,
+		Resolver: acts.Cloud().NodeClasses, Clock: cfg.Clock, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -226,7 +235,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer temporalWorker.Stop()
 
-	done := make(chan struct{}, 4)
+	done := make(chan struct{}, 5)
 	goRun := func(f func(context.Context)) {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -236,7 +245,8 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun(podWatcher.Run)
 	goRun(nodeWatcher.Run)
 	goRun(poolWatcher.Run)
-	running := 3
+	goRun(statusControllers.Run)
+	running := 4
 	if cfg.InterruptionQueue != "" {
 		sqsClient, err := cloud.NewSQSClient(ctx, awsConfig)
 		if err != nil {
