@@ -413,6 +413,8 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //   - nodepools/ec2nodeclasses get/list/watch: the dynamic informers and
 //     reads (worker/watch, activities/planning, activities/kube,
 //     activities/millwright).
+//   - nodepools/status and ec2nodeclasses/status patch: the status
+//     controllers' merge patches (worker/status).
 var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
@@ -420,6 +422,7 @@ var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools", "ec2nodeclasses"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools/status", "ec2nodeclasses/status"}, Verbs: []string{"patch"}},
 }
 
 // namespacedLeastPrivilege is what the worker does in its own namespace

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,9 +165,8 @@ func TestChartOnTheLocalStack(t *testing.T) {
 		for _, resource := range rule.Resources {
 			for _, verb := range rule.Verbs {
 				a := access{verb: verb, group: rule.APIGroups[0], resource: resource}
-				if resource == "pods/eviction" {
-					a.resource, a.subresource = "pods", "eviction"
-				}
+				// "pods/eviction", "nodepools/status": a subresource.
+				a.resource, a.subresource, _ = strings.Cut(resource, "/")
 				needed = append(needed, a)
 			}
 		}
@@ -191,7 +191,14 @@ func TestChartOnTheLocalStack(t *testing.T) {
 		{verb: "list", group: "policy", resource: "poddisruptionbudgets"},
 		{verb: "delete", group: "apps", resource: "daemonsets", namespace: "kube-system"},
 		{verb: "create", group: "millwright.dev", resource: "nodepools"},
+		// The specs are the user's: status is patched, nothing else.
+		{verb: "update", group: "millwright.dev", resource: "nodepools"},
+		{verb: "patch", group: "millwright.dev", resource: "nodepools"},
+		{verb: "delete", group: "millwright.dev", resource: "nodepools"},
+		{verb: "patch", group: "millwright.dev", resource: "ec2nodeclasses"},
+		{verb: "delete", group: "millwright.dev", resource: "ec2nodeclasses"},
 		{verb: "update", group: "millwright.dev", resource: "nodepools", subresource: "status"},
+		{verb: "update", group: "millwright.dev", resource: "ec2nodeclasses", subresource: "status"},
 		{verb: "delete", resource: "namespaces"},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 	}

@@ -1,0 +1,242 @@
+package run_test
+
+// What `kubectl get nodepools,ec2nodeclasses` and `kubectl describe` show,
+// on the real control plane with the package's worker writing status
+// (worker/status).
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/millwright/millwright/deploy/examples"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/worker/status"
+)
+
+// TestStatusShowsNodesAndReadiness: the example EC2NodeClass gets the
+// subnets, security groups and AMIs it resolves to and Ready=True; a pool
+// is Ready with 0 nodes, counts the node launched for its pods (with its
+// capacity), and counts 0 again once the node is gone — in status and in
+// `kubectl get`'s NODES and READY columns.
+func TestStatusShowsNodesAndReadiness(t *testing.T) {
+	env := newTestEnv(t, "it-status", "5s")
+	ctx := context.Background()
+
+	var class apisv1.EC2NodeClass
+	poll(t, time.Minute, "EC2NodeClass default Ready with subnets, security groups and AMIs", func(ctx context.Context) (bool, error) {
+		if err := getTyped(ctx, nodeClassResource, "default", &class); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(class.Status.Conditions, apisv1.ConditionTypeReady), nil
+	})
+	st := class.Status
+	if len(st.Subnets) == 0 || len(st.SecurityGroups) == 0 || len(st.AMIs) == 0 {
+		t.Errorf("EC2NodeClass default status lists %d subnets, %d security groups, %d AMIs; want some of each",
+			len(st.Subnets), len(st.SecurityGroups), len(st.AMIs))
+	}
+	for _, subnet := range st.Subnets {
+		if !strings.HasPrefix(subnet.ID, "subnet-") || subnet.Zone == "" {
+			t.Errorf("subnet %+v: want an id and a zone", subnet)
+		}
+	}
+	for _, ami := range st.AMIs {
+		if !strings.HasPrefix(ami.ID, "ami-") || len(ami.Requirements) == 0 {
+			t.Errorf("AMI %+v: want an id and requirements", ami)
+		}
+	}
+	if st.InstanceProfile != "MillwrightNodeRole-millwright" {
+		t.Errorf("instance profile %q, want the role's MillwrightNodeRole-millwright", st.InstanceProfile)
+	}
+	t.Logf("kubectl describe ec2nodeclass default:\n%s", kubectl(t, "describe", "ec2nodeclass", "default"))
+
+	waitPoolStatus(t, env.pool, 0)
+	env.createDeployment(t, "counted", 1, "500m")
+	env.waitPodsRunning(t, "counted", 1, 4*time.Minute)
+	pool := waitPoolStatus(t, env.pool, 1)
+	nodes, err := testKube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + env.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 1 {
+		t.Fatalf("%d Nodes labelled with pool %s, want 1", len(nodes.Items), env.pool)
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		want := nodes.Items[0].Status.Capacity[name]
+		if got := pool.Status.Resources[name]; got.Cmp(want) != 0 {
+			t.Errorf("status.resources[%s] = %s, want the node's capacity %s", name, got.String(), want.String())
+		}
+	}
+	if got := pool.Status.Resources[status.ResourceNodes]; got.Value() != 1 {
+		t.Errorf("status.resources.nodes = %s, want 1", got.String())
+	}
+	kubectlColumns(t, env.pool, "1", "True")
+
+	// The pods go, the node is consolidated away, the count follows.
+	if _, err := testKube.AppsV1().Deployments(env.namespace).Patch(ctx, "counted", "application/merge-patch+json",
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPoolStatus(t, env.pool, 0)
+	kubectlColumns(t, env.pool, "0", "True")
+}
+
+// TestNodePoolWithAMissingNodeClassIsNotReady: Ready=False naming the
+// missing EC2NodeClass, until the class is created and resolves.
+func TestNodePoolWithAMissingNodeClassIsNotReady(t *testing.T) {
+	if testStack == nil {
+		t.Skip("needs the local stack (not with -short)")
+	}
+	const poolName, className = "it-no-class", "it-missing-class"
+	ctx := context.Background()
+	err := applyManifest(ctx, nodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+		pool.SetName(poolName)
+		return unstructured.SetNestedField(pool.Object, className, "spec", "template", "spec", "nodeClassRef", "name")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteObject(t, nodePoolResource, poolName) })
+
+	var ready *metav1.Condition
+	poll(t, time.Minute, "NodePool "+poolName+" Ready=False naming the missing class", func(ctx context.Context) (bool, error) {
+		var pool apisv1.NodePool
+		if err := getTyped(ctx, nodePoolResource, poolName, &pool); err != nil {
+			return false, err
+		}
+		ready = meta.FindStatusCondition(pool.Status.Conditions, apisv1.ConditionTypeReady)
+		return ready != nil && ready.Status == metav1.ConditionFalse, nil
+	})
+	if ready.Reason != status.ReasonNodeClassNotFound || !strings.Contains(ready.Message, `EC2NodeClass "`+className+`"`) {
+		t.Errorf("Ready = False (%s: %q), want %s naming %s", ready.Reason, ready.Message, status.ReasonNodeClassNotFound, className)
+	}
+	kubectlColumns(t, poolName, "0", "False")
+
+	// The class appears: it resolves, and the pool follows it to Ready.
+	if err := applyManifest(ctx, nodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
+		class.SetName(className)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteObject(t, nodeClassResource, className) })
+	poll(t, time.Minute, "NodePool "+poolName+" Ready once its class exists", func(ctx context.Context) (bool, error) {
+		var pool apisv1.NodePool
+		if err := getTyped(ctx, nodePoolResource, poolName, &pool); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(pool.Status.Conditions, apisv1.ConditionTypeReady), nil
+	})
+}
+
+// TestEC2NodeClassThatMatchesNoSubnetIsNotReady: Ready=False with the
+// reason and the field that did not resolve, and no stale lists.
+func TestEC2NodeClassThatMatchesNoSubnetIsNotReady(t *testing.T) {
+	if testStack == nil {
+		t.Skip("needs the local stack (not with -short)")
+	}
+	const className = "it-no-subnet"
+	err := applyManifest(context.Background(), nodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
+		class.SetName(className)
+		return unstructured.SetNestedSlice(class.Object, []any{
+			map[string]any{"tags": map[string]any{"millwright.dev/discovery": "no-such-cluster"}},
+		}, "spec", "subnetSelectorTerms")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteObject(t, nodeClassResource, className) })
+
+	var class apisv1.EC2NodeClass
+	poll(t, time.Minute, "EC2NodeClass "+className+" Ready=False", func(ctx context.Context) (bool, error) {
+		if err := getTyped(ctx, nodeClassResource, className, &class); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionFalse(class.Status.Conditions, apisv1.ConditionTypeReady), nil
+	})
+	ready := meta.FindStatusCondition(class.Status.Conditions, apisv1.ConditionTypeReady)
+	if ready.Reason != status.ReasonSubnetsNotResolved || !strings.Contains(ready.Message, "spec.subnetSelectorTerms") {
+		t.Errorf("Ready = False (%s: %q), want %s naming spec.subnetSelectorTerms", ready.Reason, ready.Message, status.ReasonSubnetsNotResolved)
+	}
+	if !meta.IsStatusConditionFalse(class.Status.Conditions, apisv1.ConditionTypeSubnetsReady) {
+		t.Errorf("SubnetsReady is not False: %+v", class.Status.Conditions)
+	}
+	if len(class.Status.Subnets) != 0 || len(class.Status.AMIs) != 0 {
+		t.Errorf("an unresolved class lists subnets %v and AMIs %v", class.Status.Subnets, class.Status.AMIs)
+	}
+	t.Logf("kubectl describe ec2nodeclass %s:\n%s", className, kubectl(t, "describe", "ec2nodeclass", className))
+}
+
+// waitPoolStatus waits until the pool's status counts nodes and its Ready
+// condition is True, and returns the pool.
+func waitPoolStatus(t *testing.T, name string, nodes int64) *apisv1.NodePool {
+	t.Helper()
+	var pool apisv1.NodePool
+	poll(t, 3*time.Minute, fmt.Sprintf("NodePool %s status: %d nodes, Ready", name, nodes), func(ctx context.Context) (bool, error) {
+		u, err := testDynamic.Resource(nodePoolResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		// A count of 0 is written, not left out (the column is not blank).
+		got, found, err := unstructured.NestedInt64(u.Object, "status", "nodes")
+		if err != nil || !found || got != nodes {
+			return false, fmt.Errorf("status.nodes = %d (written: %v, %v)", got, found, err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(pool.Status.Conditions, apisv1.ConditionTypeReady), nil
+	})
+	return &pool
+}
+
+// kubectlColumns checks the NODES and READY columns of `kubectl get
+// nodepools` for the pool, and logs what `kubectl get
+// nodepools,ec2nodeclasses` shows.
+func kubectlColumns(t *testing.T, pool, wantNodes, wantReady string) {
+	t.Helper()
+	t.Logf("kubectl get nodepools,ec2nodeclasses:\n%s", kubectl(t, "get", "nodepools,ec2nodeclasses"))
+	// NAME NODECLASS NODES READY AGE
+	fields := strings.Fields(kubectl(t, "get", "nodepool", pool, "--no-headers"))
+	if len(fields) < 4 || fields[2] != wantNodes || fields[3] != wantReady {
+		t.Errorf("kubectl get nodepool %s: %q, want NODES %s and READY %s", pool, fields, wantNodes, wantReady)
+	}
+}
+
+// kubectl runs the stack's kubectl on its cluster and returns the output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	args = append(args, "--kubeconfig", testStack.Cluster.KubeconfigPath())
+	out, err := exec.CommandContext(t.Context(), testStack.Cluster.KubectlPath(), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func getTyped(ctx context.Context, resource schema.GroupVersionResource, name string, into any) error {
+	u, err := testDynamic.Resource(resource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
+}
+
+func deleteObject(t *testing.T, resource schema.GroupVersionResource, name string) {
+	if err := testDynamic.Resource(resource).Delete(context.Background(), name, metav1.DeleteOptions{
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	}); err != nil {
+		t.Errorf("deleting %s %s: %v", resource.Resource, name, err)
+	}
+}
