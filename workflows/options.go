@@ -74,11 +74,12 @@ func shortOptions(summary string) workflow.ActivityOptions {
 // drainOptions: a drain may legitimately wait on a PodDisruptionBudget for
 // as long as the pool allows (no terminationGracePeriod: forever), so it has
 // no schedule-to-close bound; each attempt is bounded and resumes from its
-// heartbeat details.
+// heartbeat details. Drain heartbeats on every poll (2 s), so a worker that
+// dies mid-drain is replaced after the 30 s heartbeat timeout.
 func drainOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    2 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy:         retryForever(time.Minute),
 		Summary:             "drain node",
 	}
