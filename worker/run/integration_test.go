@@ -10,8 +10,6 @@ package run_test
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -25,29 +23,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
 	"github.com/millwright/millwright/activities/millwright"
+	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
 	"github.com/millwright/millwright/local/awsemu"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 	"github.com/millwright/millwright/local/stack"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
@@ -70,20 +65,11 @@ var (
 	testMetrics *prometheus.Registry
 )
 
-var (
-	nodePoolResource  = schema.GroupVersionResource{Group: "millwright.dev", Version: "v1", Resource: "nodepools"}
-	nodeClassResource = schema.GroupVersionResource{Group: "millwright.dev", Version: "v1", Resource: "ec2nodeclasses"}
-)
-
 // TestMain starts the stack and one worker, runs the tests, then checks that
 // no instance is left running and stops everything. Building the control
 // plane binaries on a cold cache happens in stack.Start, before m.Run.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	os.Exit(runWithStack(m))
+	os.Exit(stacktest.Main(m, runWithStack))
 }
 
 func runWithStack(m *testing.M) (code int) {
@@ -103,7 +89,7 @@ func runWithStack(m *testing.M) (code int) {
 			fmt.Fprintf(os.Stderr, "integration tests: logs kept in %s (worker.log, cluster/)\n", stateDir)
 		}
 	}()
-	logger, err := fileLogger(filepath.Join(stateDir, "worker.log"))
+	logger, err := stacktest.FileLogger(filepath.Join(stateDir, "worker.log"))
 	if err != nil {
 		return fail("logger", err)
 	}
@@ -112,39 +98,20 @@ func runWithStack(m *testing.M) (code int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := time.Now()
-	s, err := stack.Start(ctx, stack.Options{
-		StateDir:     stateDir,
-		Ephemeral:    true,
-		TemporalAddr: "127.0.0.1:0",
-		DisableUI:    true,
-		EmulatorAddr: "127.0.0.1:0",
-		Emulator: awsemu.Options{
-			BootDelay: time.Second, ShutdownDelay: time.Second, NodeDeletionDelay: time.Second,
-			NodeRegistrationRetry: time.Second,
-		},
-		Logger: logger.Named("stack"),
-	})
+	options := stacktest.StackOptions(stateDir, logger.Named("stack"))
+	options.DisableUI = true
+	env, err := stacktest.StartEnv(ctx, options)
 	if err != nil {
-		return fail("starting the local stack", err)
+		return fail("local stack", err)
 	}
 	defer func() {
-		if err := s.Stop(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "integration tests: stopping the stack:", err)
+		if err := env.Stop(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "integration tests:", err)
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "integration tests: stack up in %s\n", time.Since(started).Round(time.Millisecond))
-	testStack = s
-	testKube = s.Clientset()
-	if testDynamic, err = dynamic.NewForConfig(s.Cluster.RESTConfig()); err != nil {
-		return fail("dynamic client", err)
-	}
-	if testTemporal, err = s.Temporal.NewClient(ctx); err != nil {
-		return fail("Temporal client", err)
-	}
-	defer testTemporal.Close()
-	if err := applyManifest(ctx, nodeClassResource, examples.NodeClass, nil); err != nil {
-		return fail("applying the example EC2NodeClass", err)
-	}
+	s := env.Stack
+	testStack, testKube, testDynamic, testTemporal = s, env.Kube, env.Dynamic, env.Temporal
 
 	testMetrics = metrics.NewRegistry()
 	workerMetrics, err := metrics.New(testMetrics)
@@ -204,15 +171,6 @@ func checkNoLeakedInstance(ctx context.Context) error {
 	return nil
 }
 
-func fileLogger(path string) (*zap.Logger, error) {
-	cfg := zap.NewDevelopmentConfig()
-	cfg.OutputPaths = []string{path}
-	cfg.ErrorOutputPaths = []string{path}
-	cfg.DisableStacktrace = true
-	cfg.Development = false
-	return cfg.Build()
-}
-
 // TestPendingPodsLaunchANode: a Deployment's pending pods get one node,
 // launched and registered by a node workflow, and run there.
 func TestPendingPodsLaunchANode(t *testing.T) {
@@ -226,9 +184,9 @@ func TestPendingPodsLaunchANode(t *testing.T) {
 	// Pods run as soon as the Node is Ready and untainted; the workflow
 	// reaches Ready when its initialization check next looks, a moment later.
 	var state workflows.NodeStateView
-	poll(t, time.Minute, "node workflow "+wf+" Ready", func(context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "node workflow "+wf+" Ready", func(ctx context.Context) (bool, error) {
 		var err error
-		state, err = tryQueryState(wf)
+		state, err = stacktest.QueryState(ctx, testTemporal, wf)
 		return err == nil && state.Phase == workflows.PhaseReady, err
 	})
 	if state.Instance == nil || state.NodeName == "" {
@@ -265,7 +223,7 @@ func TestPendingPodsLaunchANode(t *testing.T) {
 	if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
 		t.Errorf("node finalizers %v lack %s", node.Finalizers, activities.TerminationFinalizer)
 	}
-	if hasTaint(node, activities.UnregisteredTaintKey) {
+	if stacktest.HasTaint(node, activities.UnregisteredTaintKey) {
 		t.Errorf("node still has the %s taint", activities.UnregisteredTaintKey)
 	}
 	if node.Labels[apisv1.LabelNodePool] != env.pool {
@@ -324,25 +282,25 @@ func TestDeletedNodeIsDrainedAndTerminated(t *testing.T) {
 	env.createDeployment(t, "app", 2, "500m")
 	env.waitPodsRunning(t, "app", 2, 4*time.Minute)
 	wf := env.onlyNodeWorkflow(t)
-	state := queryState(t, wf)
+	state := stacktest.StateOf(t, testTemporal, wf)
 	ctx := context.Background()
 
 	node, err := testKube.CoreV1().Nodes().Get(ctx, state.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := watchNode(t, node)
+	seen := stacktest.WatchNode(t, testKube, node)
 	if err := testKube.CoreV1().Nodes().Delete(ctx, state.NodeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	result := waitWorkflowResult(t, wf, 4*time.Minute)
+	result := stacktest.WaitNodeWorkflowResult(t, testTemporal, wf, 4*time.Minute)
 	if result.Termination.Reason != workflows.ReasonDeleted {
 		t.Errorf("termination reason %s (%s), want %s", result.Termination.Reason, result.Termination.Detail, workflows.ReasonDeleted)
 	}
-	waitNodeGone(t, state.NodeName)
+	stacktest.WaitNodeGone(t, testKube, state.NodeName, time.Minute)
 	observed := seen()
-	if !observed.cordoned || !observed.disruptedTaint {
-		t.Errorf("while draining, the node was cordoned: %v, tainted %s: %v", observed.cordoned, activities.DisruptedTaintKey, observed.disruptedTaint)
+	if !observed.Cordoned || !observed.DisruptedTaint {
+		t.Errorf("while draining, the node was cordoned: %v, tainted %s: %v", observed.Cordoned, activities.DisruptedTaintKey, observed.DisruptedTaint)
 	}
 	env.waitInstanceTerminated(t, state.Instance.InstanceID)
 	assertTerminationRecorded(t, wf, workflows.ReasonDeleted)
@@ -375,7 +333,7 @@ func TestPodDisruptionBudgetPacesTheDrain(t *testing.T) {
 	}
 	// The disruption controller must have computed the budget, or every
 	// eviction is refused and the test proves nothing about pacing.
-	poll(t, time.Minute, "the PDB allows one disruption", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "the PDB allows one disruption", func(ctx context.Context) (bool, error) {
 		got, err := testKube.PolicyV1().PodDisruptionBudgets(env.namespace).Get(ctx, "guarded", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -384,10 +342,10 @@ func TestPodDisruptionBudgetPacesTheDrain(t *testing.T) {
 	})
 
 	wf := env.onlyNodeWorkflow(t)
-	state := queryState(t, wf)
+	state := stacktest.StateOf(t, testTemporal, wf)
 	unavailable := watchUnavailable(t, env.namespace, "app=guarded", replicas)
 	drainNode(t, wf, "pdb pacing test")
-	result := waitWorkflowResult(t, wf, 6*time.Minute)
+	result := stacktest.WaitNodeWorkflowResult(t, testTemporal, wf, 6*time.Minute)
 	if result.Termination.Reason != workflows.ReasonDrained {
 		t.Errorf("termination reason %s (%s), want %s", result.Termination.Reason, result.Termination.Detail, workflows.ReasonDrained)
 	}
@@ -479,7 +437,7 @@ func TestEmptyNodeIsTerminated(t *testing.T) {
 	env.createDeployment(t, "short-lived", 1, "500m")
 	env.waitPodsRunning(t, "short-lived", 1, 4*time.Minute)
 	wf := env.onlyNodeWorkflow(t)
-	state := queryState(t, wf)
+	state := stacktest.StateOf(t, testTemporal, wf)
 
 	emptied := time.Now()
 	if err := testKube.AppsV1().Deployments(env.namespace).Delete(context.Background(), "short-lived", metav1.DeleteOptions{
@@ -487,7 +445,7 @@ func TestEmptyNodeIsTerminated(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	result := waitWorkflowResult(t, wf, 3*time.Minute)
+	result := stacktest.WaitNodeWorkflowResult(t, testTemporal, wf, 3*time.Minute)
 	t.Logf("pods deleted → empty node terminated: %s", time.Since(emptied).Round(time.Millisecond))
 	if result.Termination.Reason != workflows.ReasonEmpty {
 		t.Errorf("termination reason %s (%s), want %s", result.Termination.Reason, result.Termination.Detail, workflows.ReasonEmpty)
@@ -496,7 +454,7 @@ func TestEmptyNodeIsTerminated(t *testing.T) {
 		t.Errorf("terminated %s after the pods left, before consolidateAfter (5s)", elapsed)
 	}
 	env.waitInstanceTerminated(t, state.Instance.InstanceID)
-	waitNodeGone(t, state.NodeName)
+	stacktest.WaitNodeGone(t, testKube, state.NodeName, time.Minute)
 	if live := env.liveInstances(); len(live) != 0 {
 		t.Errorf("instances of the pool still live: %v", live)
 	}
@@ -510,7 +468,7 @@ func TestDrainUpdate(t *testing.T) {
 	env.createDeployment(t, "drained", 1, "500m")
 	env.waitPodsRunning(t, "drained", 1, 4*time.Minute)
 	wf := env.onlyNodeWorkflow(t)
-	state := queryState(t, wf)
+	state := stacktest.StateOf(t, testTemporal, wf)
 
 	result := drainNode(t, wf, "integration test")
 	if !result.Accepted {
@@ -522,7 +480,7 @@ func TestDrainUpdate(t *testing.T) {
 	} else {
 		t.Logf("second drain rejected: %v", err)
 	}
-	final := waitWorkflowResult(t, wf, 4*time.Minute)
+	final := stacktest.WaitNodeWorkflowResult(t, testTemporal, wf, 4*time.Minute)
 	if final.Termination.Reason != workflows.ReasonDrained || final.Termination.Requester != "integration-test" {
 		t.Errorf("termination %+v, want reason %s by integration-test", final.Termination, workflows.ReasonDrained)
 	}
@@ -556,7 +514,7 @@ func newTestEnv(t *testing.T, name, consolidateAfter string) *testEnv {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	})
-	err := applyManifest(ctx, nodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+	err := stacktest.ApplyManifest(ctx, testDynamic, planning.NodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
 		pool.SetName(name)
 		return unstructured.SetNestedField(pool.Object, consolidateAfter, "spec", "disruption", "consolidateAfter")
 	})
@@ -566,60 +524,12 @@ func newTestEnv(t *testing.T, name, consolidateAfter string) *testEnv {
 	return env
 }
 
-// applyManifest creates (or replaces) the object of a YAML manifest, after
-// edit.
-func applyManifest(ctx context.Context, resource schema.GroupVersionResource, manifest []byte, edit func(*unstructured.Unstructured) error) error {
-	var obj map[string]any
-	if err := yaml.Unmarshal(manifest, &obj); err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	if edit != nil {
-		if err := edit(u); err != nil {
-			return err
-		}
-	}
-	api := testDynamic.Resource(resource)
-	existing, err := api.Get(ctx, u.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, u, metav1.CreateOptions{})
-	case err == nil:
-		u.SetResourceVersion(existing.GetResourceVersion())
-		_, err = api.Update(ctx, u, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("applying %s %s: %w", resource.Resource, u.GetName(), err)
-	}
-	return nil
-}
-
 // createDeployment creates pods that only the env's pool can host.
 func (env *testEnv) createDeployment(t *testing.T, name string, replicas int32, cpu string) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{apisv1.LabelNodePool: env.pool},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers: []corev1.Container{{
-						Name:  "pause",
-						Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.2",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse(cpu),
-							corev1.ResourceMemory: resource.MustParse("128Mi"),
-						}},
-					}},
-				},
-			},
-		},
-	}
+	spec := stacktest.PausePodSpec(cpu)
+	spec.NodeSelector = map[string]string{apisv1.LabelNodePool: env.pool}
+	deployment := stacktest.Deployment(env.namespace, name, replicas, spec)
 	if _, err := testKube.AppsV1().Deployments(env.namespace).Create(context.Background(), deployment, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -629,60 +539,27 @@ func (env *testEnv) createDeployment(t *testing.T, name string, replicas int32, 
 // Running and Ready, none terminating.
 func (env *testEnv) waitPodsRunning(t *testing.T, app string, n int, timeout time.Duration) []corev1.Pod {
 	t.Helper()
-	var pods []corev1.Pod
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := testKube.CoreV1().Pods(env.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
-		if err != nil {
-			return false, nil
-		}
-		pods = list.Items
-		running := 0
-		var phases []string
-		for i := range pods {
-			phases = append(phases, fmt.Sprintf("%s:%s@%s", pods[i].Name, pods[i].Status.Phase, pods[i].Spec.NodeName))
-			if podAvailable(&pods[i]) {
-				running++
-			}
-		}
-		last = strings.Join(phases, " ")
-		return running == n && len(pods) == n, nil
-	})
+	pods, err := stacktest.WaitPodsAvailable(context.Background(), testKube, env.namespace, "app="+app, n, timeout)
 	if err != nil {
-		t.Fatalf("pods of %s/%s not all Running within %s: %s\n%s", env.namespace, app, timeout, last, env.diagnose(t))
+		t.Fatalf("%v\n%s", err, env.diagnose(t))
 	}
 	return pods
-}
-
-func podAvailable(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // nodeWorkflows lists the pool's node workflows through the visibility
 // store, by the MillwrightNodePool search attribute.
 func (env *testEnv) nodeWorkflows(t *testing.T) []string {
 	t.Helper()
-	resp, err := testTemporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: testStack.Temporal.Namespace(),
-		Query:     fmt.Sprintf("%s = '%s'", workflows.NodePoolAttribute.GetName(), env.pool),
-	})
+	found, err := stacktest.ListNodeWorkflows(context.Background(), testTemporal, testStack.Temporal.Namespace(), stacktest.PoolQuery(env.pool))
 	if err != nil {
 		t.Fatalf("listing node workflows of pool %s: %v", env.pool, err)
 	}
-	var ids []string
-	for _, execution := range resp.Executions {
-		ids = append(ids, execution.Execution.WorkflowId)
+	ids := make([]string, 0, len(found))
+	for _, wf := range found {
+		ids = append(ids, wf.ID)
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids)
+	return ids
 }
 
 // onlyNodeWorkflow waits until the pool's node workflow is visible and
@@ -690,7 +567,7 @@ func (env *testEnv) nodeWorkflows(t *testing.T) []string {
 func (env *testEnv) onlyNodeWorkflow(t *testing.T) string {
 	t.Helper()
 	var ids []string
-	poll(t, 30*time.Second, "the pool's node workflow is visible", func(context.Context) (bool, error) {
+	clustertesting.Eventually(t, 30*time.Second, "the pool's node workflow is visible", func(context.Context) (bool, error) {
 		ids = env.nodeWorkflows(t)
 		return len(ids) > 0, nil
 	})
@@ -703,13 +580,7 @@ func (env *testEnv) onlyNodeWorkflow(t *testing.T) string {
 // poolInstances are the emulator's instances launched for the env's pool,
 // in any state.
 func (env *testEnv) poolInstances() []awsemu.InstanceState {
-	var out []awsemu.InstanceState
-	for _, i := range testStack.Emulator.State().Instances {
-		if i.Tags[apisv1.TagNodePool] == env.pool {
-			out = append(out, i)
-		}
-	}
-	return out
+	return stacktest.PoolInstances(testStack.Emulator, env.pool)
 }
 
 func (env *testEnv) liveInstances() []string {
@@ -724,10 +595,7 @@ func (env *testEnv) liveInstances() []string {
 
 func (env *testEnv) waitInstanceTerminated(t *testing.T, id string) {
 	t.Helper()
-	poll(t, time.Minute, "instance "+id+" terminated in the emulator", func(context.Context) (bool, error) {
-		i, ok := testStack.Emulator.State().Instance(id)
-		return ok && i.State == "terminated", nil
-	})
+	stacktest.WaitInstanceState(t, testStack.Emulator, id, "terminated", time.Minute)
 }
 
 // diagnose describes the pool's workflows, instances and the cluster's
@@ -736,13 +604,12 @@ func (env *testEnv) diagnose(t *testing.T) string {
 	var b strings.Builder
 	for _, wf := range env.nodeWorkflows(t) {
 		fmt.Fprintf(&b, "workflow %s: ", wf)
-		if state, err := tryQueryState(wf); err == nil {
+		if state, err := stacktest.QueryState(context.Background(), testTemporal, wf); err == nil {
 			fmt.Fprintf(&b, "phase %s node %s\n", state.Phase, state.NodeName)
 		} else {
 			fmt.Fprintf(&b, "query: %v\n", err)
 		}
-		var history workflows.NodeHistoryView
-		if v, err := testTemporal.QueryWorkflow(context.Background(), wf, "", workflows.QueryHistory); err == nil && v.Get(&history) == nil {
+		if history, err := stacktest.QueryHistory(context.Background(), testTemporal, wf); err == nil {
 			for _, d := range history.Decisions {
 				fmt.Fprintf(&b, "  %s %s: %s\n", d.At.Format(time.TimeOnly), d.Phase, d.Message)
 			}
@@ -757,24 +624,6 @@ func (env *testEnv) diagnose(t *testing.T) string {
 		}
 	}
 	return b.String()
-}
-
-func tryQueryState(workflowID string) (workflows.NodeStateView, error) {
-	var state workflows.NodeStateView
-	value, err := testTemporal.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryState)
-	if err != nil {
-		return state, err
-	}
-	return state, value.Get(&state)
-}
-
-func queryState(t *testing.T, workflowID string) workflows.NodeStateView {
-	t.Helper()
-	state, err := tryQueryState(workflowID)
-	if err != nil {
-		t.Fatalf("querying %s: %v", workflowID, err)
-	}
-	return state
 }
 
 // updateDrain sends the drain update and waits for its answer.
@@ -801,27 +650,11 @@ func drainNode(t *testing.T, workflowID, reason string) workflows.DrainResult {
 	return result
 }
 
-func waitWorkflowResult(t *testing.T, workflowID string, timeout time.Duration) workflows.NodeResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var result workflows.NodeResult
-	if err := testTemporal.GetWorkflow(ctx, workflowID, "").Get(ctx, &result); err != nil {
-		state, _ := tryQueryState(workflowID)
-		t.Fatalf("node workflow %s did not complete: %v (phase %s)", workflowID, err, state.Phase)
-	}
-	return result
-}
-
 // assertTerminationRecorded checks the termination reason in the history
 // query and the MillwrightTerminationReason search attribute.
 func assertTerminationRecorded(t *testing.T, workflowID string, want workflows.TerminationReason) {
 	t.Helper()
-	var history workflows.NodeHistoryView
-	value, err := testTemporal.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryHistory)
-	if err == nil {
-		err = value.Get(&history)
-	}
+	history, err := stacktest.QueryHistory(context.Background(), testTemporal, workflowID)
 	switch {
 	case err != nil:
 		t.Errorf("history query of %s: %v", workflowID, err)
@@ -831,68 +664,13 @@ func assertTerminationRecorded(t *testing.T, workflowID string, want workflows.T
 		t.Errorf("history lacks the launch choice or decisions: %+v", history)
 	}
 	query := fmt.Sprintf("WorkflowId = '%s' AND %s = '%s'", workflowID, workflows.TerminationReasonAttribute.GetName(), want)
-	poll(t, 30*time.Second, "search attribute "+query, func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, 30*time.Second, "search attribute "+query, func(ctx context.Context) (bool, error) {
 		resp, err := testTemporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: testStack.Temporal.Namespace(), Query: query})
 		if err != nil {
 			return false, err
 		}
 		return len(resp.Executions) == 1, nil
 	})
-}
-
-func waitNodeGone(t *testing.T, name string) {
-	t.Helper()
-	poll(t, time.Minute, "node "+name+" deleted", func(ctx context.Context) (bool, error) {
-		_, err := testKube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-}
-
-func hasTaint(node *corev1.Node, key string) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
-}
-
-// nodeObservations is what a watch saw happen to a Node.
-type nodeObservations struct {
-	cordoned       bool
-	disruptedTaint bool
-}
-
-// watchNode records every change of the Node from its current version on
-// (a watch sees each update, however short-lived); the returned function
-// stops the watch and reports.
-func watchNode(t *testing.T, node *corev1.Node) func() nodeObservations {
-	t.Helper()
-	w, err := testKube.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{
-		FieldSelector: "metadata.name=" + node.Name, ResourceVersion: node.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen nodeObservations
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range w.ResultChan() {
-			n, ok := event.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			seen.cordoned = seen.cordoned || n.Spec.Unschedulable
-			seen.disruptedTaint = seen.disruptedTaint || hasTaint(n, activities.DisruptedTaintKey)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return func() nodeObservations {
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return seen
-	}
 }
 
 // watchUnavailable watches the pods selected by selector and records the
@@ -908,7 +686,7 @@ func watchUnavailable(t *testing.T, namespace, selector string, want int) func()
 	}
 	available := map[string]bool{}
 	for i := range list.Items {
-		available[list.Items[i].Name] = podAvailable(&list.Items[i])
+		available[list.Items[i].Name] = stacktest.PodAvailable(&list.Items[i])
 	}
 	w, err := testKube.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
 	if err != nil {
@@ -938,7 +716,7 @@ func watchUnavailable(t *testing.T, namespace, selector string, want int) func()
 			if event.Type == watch.Deleted {
 				delete(available, pod.Name)
 			} else {
-				available[pod.Name] = podAvailable(pod)
+				available[pod.Name] = stacktest.PodAvailable(pod)
 			}
 			if pod.DeletionTimestamp != nil || event.Type == watch.Deleted {
 				terminating[pod.Name] = true
@@ -957,23 +735,6 @@ func watchUnavailable(t *testing.T, namespace, selector string, want int) func()
 	}
 }
 
-// poll waits for a condition on real processes, with a deadline.
-func poll(t *testing.T, timeout time.Duration, what string, condition func(context.Context) (bool, error)) {
-	t.Helper()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := condition(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting %s for %s: %v", timeout, what, errors.Join(err, lastErr))
-	}
-}
-
 // TestInvalidNodePoolIsReportedAndOthersKeepWorking: a NodePool the API
 // server accepts but Millwright cannot use (its budget's cron schedule does
 // not parse; the CRD cannot check cron syntax) gets a Warning event naming the
@@ -982,7 +743,7 @@ func TestInvalidNodePoolIsReportedAndOthersKeepWorking(t *testing.T) {
 	env := newTestEnv(t, "beside-invalid", "5s")
 	ctx := context.Background()
 	const broken = "broken-schedule"
-	err := applyManifest(ctx, nodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+	err := stacktest.ApplyManifest(ctx, testDynamic, planning.NodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
 		pool.SetName(broken)
 		return unstructured.SetNestedSlice(pool.Object, []any{
 			map[string]any{"nodes": "1", "schedule": "61 * * * *", "duration": "1h"},
@@ -992,12 +753,12 @@ func TestInvalidNodePoolIsReportedAndOthersKeepWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := testDynamic.Resource(nodePoolResource).Delete(context.Background(), broken, metav1.DeleteOptions{}); err != nil {
+		if err := testDynamic.Resource(planning.NodePoolResource).Delete(context.Background(), broken, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("deleting NodePool %s: %v", broken, err)
 		}
 	})
 
-	poll(t, time.Minute, "a Warning event on the invalid NodePool naming the field", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "a Warning event on the invalid NodePool naming the field", func(ctx context.Context) (bool, error) {
 		events, err := testKube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + broken,
 		})

@@ -20,7 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/worker/status"
 )
@@ -35,8 +38,8 @@ func TestStatusShowsNodesAndReadiness(t *testing.T) {
 	ctx := context.Background()
 
 	var class apisv1.EC2NodeClass
-	poll(t, time.Minute, "EC2NodeClass default Ready with subnets, security groups and AMIs", func(ctx context.Context) (bool, error) {
-		if err := getTyped(ctx, nodeClassResource, "default", &class); err != nil {
+	clustertesting.Eventually(t, time.Minute, "EC2NodeClass default Ready with subnets, security groups and AMIs", func(ctx context.Context) (bool, error) {
+		if err := getTyped(ctx, planning.EC2NodeClassResource, "default", &class); err != nil {
 			return false, err
 		}
 		return meta.IsStatusConditionTrue(class.Status.Conditions, apisv1.ConditionTypeReady), nil
@@ -100,19 +103,19 @@ func TestNodePoolWithAMissingNodeClassIsNotReady(t *testing.T) {
 	}
 	const poolName, className = "it-no-class", "it-missing-class"
 	ctx := context.Background()
-	err := applyManifest(ctx, nodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+	err := stacktest.ApplyManifest(ctx, testDynamic, planning.NodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
 		pool.SetName(poolName)
 		return unstructured.SetNestedField(pool.Object, className, "spec", "template", "spec", "nodeClassRef", "name")
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteObject(t, nodePoolResource, poolName) })
+	t.Cleanup(func() { deleteObject(t, planning.NodePoolResource, poolName) })
 
 	var ready *metav1.Condition
-	poll(t, time.Minute, "NodePool "+poolName+" Ready=False naming the missing class", func(ctx context.Context) (bool, error) {
+	clustertesting.Eventually(t, time.Minute, "NodePool "+poolName+" Ready=False naming the missing class", func(ctx context.Context) (bool, error) {
 		var pool apisv1.NodePool
-		if err := getTyped(ctx, nodePoolResource, poolName, &pool); err != nil {
+		if err := getTyped(ctx, planning.NodePoolResource, poolName, &pool); err != nil {
 			return false, err
 		}
 		ready = meta.FindStatusCondition(pool.Status.Conditions, apisv1.ConditionTypeReady)
@@ -124,16 +127,16 @@ func TestNodePoolWithAMissingNodeClassIsNotReady(t *testing.T) {
 	kubectlColumns(t, poolName, "0", "False")
 
 	// The class appears: it resolves, and the pool follows it to Ready.
-	if err := applyManifest(ctx, nodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
+	if err := stacktest.ApplyManifest(ctx, testDynamic, planning.EC2NodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
 		class.SetName(className)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteObject(t, nodeClassResource, className) })
-	poll(t, time.Minute, "NodePool "+poolName+" Ready once its class exists", func(ctx context.Context) (bool, error) {
+	t.Cleanup(func() { deleteObject(t, planning.EC2NodeClassResource, className) })
+	clustertesting.Eventually(t, time.Minute, "NodePool "+poolName+" Ready once its class exists", func(ctx context.Context) (bool, error) {
 		var pool apisv1.NodePool
-		if err := getTyped(ctx, nodePoolResource, poolName, &pool); err != nil {
+		if err := getTyped(ctx, planning.NodePoolResource, poolName, &pool); err != nil {
 			return false, err
 		}
 		return meta.IsStatusConditionTrue(pool.Status.Conditions, apisv1.ConditionTypeReady), nil
@@ -147,7 +150,7 @@ func TestEC2NodeClassThatMatchesNoSubnetIsNotReady(t *testing.T) {
 		t.Skip("needs the local stack (not with -short)")
 	}
 	const className = "it-no-subnet"
-	err := applyManifest(context.Background(), nodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
+	err := stacktest.ApplyManifest(context.Background(), testDynamic, planning.EC2NodeClassResource, examples.NodeClass, func(class *unstructured.Unstructured) error {
 		class.SetName(className)
 		return unstructured.SetNestedSlice(class.Object, []any{
 			map[string]any{"tags": map[string]any{"millwright.dev/discovery": "no-such-cluster"}},
@@ -156,11 +159,11 @@ func TestEC2NodeClassThatMatchesNoSubnetIsNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteObject(t, nodeClassResource, className) })
+	t.Cleanup(func() { deleteObject(t, planning.EC2NodeClassResource, className) })
 
 	var class apisv1.EC2NodeClass
-	poll(t, time.Minute, "EC2NodeClass "+className+" Ready=False", func(ctx context.Context) (bool, error) {
-		if err := getTyped(ctx, nodeClassResource, className, &class); err != nil {
+	clustertesting.Eventually(t, time.Minute, "EC2NodeClass "+className+" Ready=False", func(ctx context.Context) (bool, error) {
+		if err := getTyped(ctx, planning.EC2NodeClassResource, className, &class); err != nil {
 			return false, err
 		}
 		return meta.IsStatusConditionFalse(class.Status.Conditions, apisv1.ConditionTypeReady), nil
@@ -183,8 +186,8 @@ func TestEC2NodeClassThatMatchesNoSubnetIsNotReady(t *testing.T) {
 func waitPoolStatus(t *testing.T, name string, nodes int64) *apisv1.NodePool {
 	t.Helper()
 	var pool apisv1.NodePool
-	poll(t, 3*time.Minute, fmt.Sprintf("NodePool %s status: %d nodes, Ready", name, nodes), func(ctx context.Context) (bool, error) {
-		u, err := testDynamic.Resource(nodePoolResource).Get(ctx, name, metav1.GetOptions{})
+	clustertesting.Eventually(t, 3*time.Minute, fmt.Sprintf("NodePool %s status: %d nodes, Ready", name, nodes), func(ctx context.Context) (bool, error) {
+		u, err := testDynamic.Resource(planning.NodePoolResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
