@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -41,7 +42,7 @@ func TestKubectlDeleteNode(t *testing.T) {
 	if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
 		t.Fatalf("Node %s lacks the %s finalizer (finalizers %v)", nodeName, activities.TerminationFinalizer, node.Finalizers)
 	}
-	seen := watchNode(t, node)
+	seen := stacktest.WatchNode(t, suite.kube, node)
 
 	deleted := time.Now()
 	// --wait=false: kubectl would otherwise block until the finalizer is
@@ -52,13 +53,13 @@ func TestKubectlDeleteNode(t *testing.T) {
 	t.Logf("kubectl delete node → drained, instance terminated, Node gone: %s", time.Since(deleted).Round(time.Millisecond))
 
 	observed := seen()
-	if !observed.heldByFinalizer {
+	if !observed.HeldByFinalizer {
 		t.Errorf("Node %s was never seen deleting with the %s finalizer holding it", nodeName, activities.TerminationFinalizer)
 	}
-	if !observed.cordoned || !observed.disruptedTaint {
-		t.Errorf("while draining, Node %s was cordoned: %v, tainted %s: %v; want both", nodeName, observed.cordoned, activities.DisruptedTaintKey, observed.disruptedTaint)
+	if !observed.Cordoned || !observed.DisruptedTaint {
+		t.Errorf("while draining, Node %s was cordoned: %v, tainted %s: %v; want both", nodeName, observed.Cordoned, activities.DisruptedTaintKey, observed.DisruptedTaint)
 	}
-	if !observed.deleted {
+	if !observed.Deleted {
 		t.Errorf("the watch never saw Node %s deleted", nodeName)
 	}
 	if result.Instance == nil || result.Instance.InstanceID != state.Instance.InstanceID {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
@@ -160,7 +161,7 @@ func (p *podTimeline) measureLocked(at time.Time, what string) {
 		if current.DeletionTimestamp != nil {
 			state += ",terminating"
 		}
-		if podAvailable(current) {
+		if stacktest.PodAvailable(current) {
 			available++
 			state = "available"
 		}

@@ -16,18 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/millwright/millwright/deploy/examples"
-	"github.com/millwright/millwright/local/awsemu"
 	"github.com/millwright/millwright/local/stack"
-	"github.com/millwright/millwright/local/temporal"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
 )
@@ -68,11 +64,7 @@ var keepState = flag.Bool("e2e.keep", false, "keep the state dir (logs) even whe
 // TestMain starts the stack and the worker, runs the scenarios, then checks
 // for leaks. Under -short it only runs m (every scenario skips).
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	os.Exit(runSuite(m))
+	os.Exit(stacktest.Main(m, runSuite))
 }
 
 func runSuite(m *testing.M) (code int) {
@@ -102,7 +94,7 @@ func runSuite(m *testing.M) (code int) {
 	built := make(chan error, 1)
 	go func() { built <- s.buildBinaries() }()
 
-	stackLogger, err := fileLogger(filepath.Join(stateDir, "stack.log"))
+	stackLogger, err := stacktest.FileLogger(filepath.Join(stateDir, "stack.log"))
 	if err != nil {
 		return fail("stack logger", err)
 	}
@@ -110,44 +102,24 @@ func runSuite(m *testing.M) (code int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stackStarted := time.Now()
-	s.stack, err = startStack(ctx, stack.Options{
-		StateDir:     stateDir,
-		Ephemeral:    true,
-		TemporalAddr: "127.0.0.1:0",
-		// The UI stays on: the browser test drives it.
-		UIAddr:       "127.0.0.1:0",
-		EmulatorAddr: "127.0.0.1:0",
-		Emulator: awsemu.Options{
-			BootDelay: time.Second, ShutdownDelay: time.Second, NodeDeletionDelay: time.Second,
-			NodeRegistrationRetry: time.Second,
-		},
-		Logger: stackLogger,
-	})
+	options := stacktest.StackOptions(stateDir, stackLogger)
+	// The UI stays on: the browser test drives it.
+	options.UIAddr = "127.0.0.1:0"
+	env, err := stacktest.StartEnv(ctx, options)
 	if err != nil {
 		<-built
-		return fail("starting the local stack", err)
+		return fail("local stack", err)
 	}
 	defer func() {
-		if err := s.stack.Stop(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: stopping the stack:", err)
+		if err := env.Stop(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 		}
 	}()
+	s.stack, s.kube, s.dynamic, s.temporal = env.Stack, env.Kube, env.Dynamic, env.Temporal
 	fmt.Fprintf(os.Stderr, "e2e: local stack up in %s (Temporal %s, UI %s, emulator %s)\n",
 		time.Since(stackStarted).Round(time.Millisecond), s.stack.Temporal.FrontendAddr(), s.stack.Temporal.UIURL(), s.stack.EmulatorURL())
 	if err := <-built; err != nil {
 		return fail("building the binaries", err)
-	}
-
-	s.kube = s.stack.Clientset()
-	if s.dynamic, err = dynamic.NewForConfig(s.stack.Cluster.RESTConfig()); err != nil {
-		return fail("dynamic client", err)
-	}
-	if s.temporal, err = s.stack.Temporal.NewClient(ctx); err != nil {
-		return fail("Temporal client", err)
-	}
-	defer s.temporal.Close()
-	if err := applyManifest(ctx, s.dynamic, nodeClassResource, examples.NodeClass); err != nil {
-		return fail("applying the example EC2NodeClass", err)
 	}
 
 	s.worker = newWorkerProcess(s)
@@ -173,20 +145,6 @@ func runSuite(m *testing.M) (code int) {
 	fmt.Fprintf(os.Stderr, "e2e: leak check took %s; %s in all\n",
 		time.Since(leakStarted).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	return code
-}
-
-// startStack is stack.Start, tried again when a free port Temporal picked
-// was taken by another process before Temporal bound it (other stacks start
-// on this machine at the same time; the window is small but real).
-func startStack(ctx context.Context, options stack.Options) (*stack.Stack, error) {
-	const attempts = 3
-	for attempt := 1; ; attempt++ {
-		s, err := stack.Start(ctx, options)
-		if err == nil || !temporal.IsPortInUse(err) || attempt == attempts {
-			return s, err
-		}
-		fmt.Fprintf(os.Stderr, "e2e: %v; trying again\n", err)
-	}
 }
 
 // buildBinaries builds the worker and starter commands of this checkout into
@@ -245,38 +203,7 @@ func (s *e2eSuite) checkNothingLeaked(ctx context.Context) error {
 // listWorkflows lists executions matching a visibility query, newest run
 // per workflow id first.
 func (s *e2eSuite) listWorkflows(ctx context.Context, query string) ([]nodeWorkflow, error) {
-	var out []nodeWorkflow
-	seen := map[string]bool{}
-	var token []byte
-	for {
-		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: s.stack.Temporal.Namespace(), Query: query, NextPageToken: token,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("listing workflows %q: %w", query, err)
-		}
-		for _, info := range resp.Executions {
-			wf := nodeWorkflowOf(info)
-			if seen[wf.ID] {
-				// An older run (continue-as-new) of a workflow already listed.
-				continue
-			}
-			seen[wf.ID] = true
-			out = append(out, wf)
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			return out, nil
-		}
-	}
-}
-
-func fileLogger(path string) (*zap.Logger, error) {
-	cfg := zap.NewDevelopmentConfig()
-	cfg.OutputPaths = []string{path}
-	cfg.ErrorOutputPaths = []string{path}
-	cfg.DisableStacktrace = true
-	cfg.Development = false
-	return cfg.Build()
+	return stacktest.ListNodeWorkflows(ctx, s.temporal, s.stack.Temporal.Namespace(), query)
 }
 
 // errNoStack is the skip reason of scenarios under -short.

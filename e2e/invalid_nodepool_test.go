@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/millwright/millwright/activities/planning"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	workerwatch "github.com/millwright/millwright/worker/watch"
 )
@@ -36,7 +37,7 @@ func TestInvalidNodePool(t *testing.T) {
 	} else {
 		t.Logf("kubectl: %s", strings.TrimSpace(stderr))
 	}
-	if _, err := suite.dynamic.Resource(nodePoolResource).Get(ctx, rejected, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := suite.dynamic.Resource(planning.NodePoolResource).Get(ctx, rejected, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("NodePool %s exists after the rejected apply (get: %v)", rejected, err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/millwright/millwright/local/stack/stacktest"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -76,7 +77,7 @@ func (s *scenario) manualDrain(t *testing.T, drain func(node string, wf nodeWork
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := watchNode(t, node)
+	seen := stacktest.WatchNode(t, suite.kube, node)
 	pods := s.watchPodTimeline(t, "app=app", replicas)
 
 	drained := time.Now()
@@ -86,8 +87,8 @@ func (s *scenario) manualDrain(t *testing.T, drain func(node string, wf nodeWork
 	t.Logf("drain → node drained, instance terminated, Node gone: %s", time.Since(drained).Round(time.Millisecond))
 
 	observed := seen()
-	if !observed.cordoned || !observed.disruptedTaint || !observed.deleted {
-		t.Errorf("Node %s: cordoned %v, disrupted taint %v, deleted %v; want all seen", nodeName, observed.cordoned, observed.disruptedTaint, observed.deleted)
+	if !observed.Cordoned || !observed.DisruptedTaint || !observed.Deleted {
+		t.Errorf("Node %s: cordoned %v, disrupted taint %v, deleted %v; want all seen", nodeName, observed.Cordoned, observed.DisruptedTaint, observed.Deleted)
 	}
 	if result.Instance == nil || result.Instance.InstanceID != state.Instance.InstanceID {
 		t.Fatalf("the workflow's result names instance %v, it launched %s", result.Instance, state.Instance.InstanceID)

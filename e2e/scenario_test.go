@@ -8,7 +8,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,14 +15,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/sdk/converter"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,15 +26,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
 	"github.com/millwright/millwright/local/awsemu"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
 )
@@ -50,9 +44,6 @@ const (
 	// nodes (value: the scenario's name); only that scenario's pods
 	// tolerate it, so scenarios never share nodes.
 	scenarioTaintKey = "e2e.millwright.dev/scenario"
-	// pauseImage is the walkthrough's image; kwok runs no containers, but
-	// the pods look like the seeds'.
-	pauseImage = "public.ecr.aws/eks-distro/kubernetes/pause:3.2"
 	// scenarioConsolidateAfter is the scenario pools' consolidateAfter: short,
 	// so the nodes a scenario leaves empty are gone soon after it ends.
 	scenarioConsolidateAfter = 5 * time.Second
@@ -61,11 +52,6 @@ const (
 	// step).
 	launchTimeout    = 3 * time.Minute
 	terminateTimeout = 3 * time.Minute
-)
-
-var (
-	nodePoolResource  = schema.GroupVersionResource{Group: "millwright.dev", Version: "v1", Resource: "nodepools"}
-	nodeClassResource = schema.GroupVersionResource{Group: "millwright.dev", Version: "v1", Resource: "ec2nodeclasses"}
 )
 
 // scenario is one test's namespace and NodePool.
@@ -188,7 +174,7 @@ func (s *scenario) removeExamplePool() {
 	if !ok {
 		t.Errorf("the example NodePool still holds nodes, instances or running workflows after %s; deleting it anyway:\n%s", terminateTimeout, s.diagnose())
 	}
-	err := suite.dynamic.Resource(nodePoolResource).Delete(context.Background(), s.pool, metav1.DeleteOptions{})
+	err := suite.dynamic.Resource(planning.NodePoolResource).Delete(context.Background(), s.pool, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting NodePool %s: %v", s.pool, err)
 	}
@@ -238,33 +224,7 @@ func applyNodePool(ctx context.Context, pool *apisv1.NodePool) error {
 		return fmt.Errorf("NodePool %s: %w", pool.Name, err)
 	}
 	delete(object, "status")
-	return applyObject(ctx, suite.dynamic, nodePoolResource, &unstructured.Unstructured{Object: object})
-}
-
-// applyManifest creates or replaces the cluster-scoped object of a YAML
-// manifest.
-func applyManifest(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, manifest []byte) error {
-	var object map[string]any
-	if err := yaml.Unmarshal(manifest, &object); err != nil {
-		return fmt.Errorf("decoding a %s manifest: %w", gvr.Resource, err)
-	}
-	return applyObject(ctx, client, gvr, &unstructured.Unstructured{Object: object})
-}
-
-func applyObject(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, u *unstructured.Unstructured) error {
-	api := client.Resource(gvr)
-	existing, err := api.Get(ctx, u.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, u, metav1.CreateOptions{})
-	case err == nil:
-		u.SetResourceVersion(existing.GetResourceVersion())
-		_, err = api.Update(ctx, u, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("applying %s %s: %w", gvr.Resource, u.GetName(), err)
-	}
-	return nil
+	return stacktest.ApplyObject(ctx, suite.dynamic, planning.NodePoolResource, &unstructured.Unstructured{Object: object})
 }
 
 // ---- Workload builders ----
@@ -307,17 +267,7 @@ func withToleration(toleration corev1.Toleration) podOption {
 // podSpec is a pause container requesting cpu and 128Mi, with no grace
 // period; on a scenario pool it selects the pool and tolerates its taint.
 func (s *scenario) podSpec(cpu string, options ...podOption) corev1.PodSpec {
-	spec := corev1.PodSpec{
-		TerminationGracePeriodSeconds: ptr.To[int64](0),
-		Containers: []corev1.Container{{
-			Name:  "pause",
-			Image: pauseImage,
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse(cpu),
-				corev1.ResourceMemory: resource.MustParse("128Mi"),
-			}},
-		}},
-	}
+	spec := stacktest.PausePodSpec(cpu)
 	if s.taint != nil {
 		spec.NodeSelector = map[string]string{apisv1.LabelNodePool: s.pool}
 		spec.Tolerations = []corev1.Toleration{{
@@ -333,18 +283,7 @@ func (s *scenario) podSpec(cpu string, options ...podOption) corev1.PodSpec {
 // deployment builds (does not create) a Deployment of replicas pods
 // labelled app=name.
 func (s *scenario) deployment(name string, replicas int32, cpu string, options ...podOption) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       s.podSpec(cpu, options...),
-			},
-		},
-	}
+	return stacktest.Deployment(s.namespace, name, replicas, s.podSpec(cpu, options...))
 }
 
 // createDeployment creates s.deployment(name, replicas, cpu, options...).
@@ -374,24 +313,13 @@ func (s *scenario) createPod(t *testing.T, name, cpu string, options ...podOptio
 
 // ---- Waits ----
 
-// poll waits for a condition on real processes, checking every 200ms until
-// timeout; it fails the test naming what it waited for, with the
-// condition's last error.
+// poll waits for a condition on real processes until timeout and fails
+// the test naming what it waited for, with the condition's last error: it
+// is clustertesting.Eventually, under the short name the scenarios (and
+// the UI tests) use.
 func poll(t testing.TB, timeout time.Duration, what string, condition func(context.Context) (bool, error)) {
 	t.Helper()
-	started := time.Now()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := condition(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waited %s for %s: %v", time.Since(started).Round(time.Millisecond), what, errors.Join(err, lastErr))
-	}
+	clustertesting.Eventually(t, timeout, what, condition)
 }
 
 // tryPoll is poll without failing: it reports whether condition held in
@@ -408,43 +336,11 @@ func (s *scenario) tryPoll(timeout time.Duration, condition func(context.Context
 // returns them.
 func (s *scenario) waitPodsRunning(t *testing.T, selector string, n int, timeout time.Duration) []corev1.Pod {
 	t.Helper()
-	var pods []corev1.Pod
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := suite.kube.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		pods = list.Items
-		available := 0
-		var states []string
-		for i := range pods {
-			states = append(states, fmt.Sprintf("%s:%s@%s", pods[i].Name, pods[i].Status.Phase, pods[i].Spec.NodeName))
-			if podAvailable(&pods[i]) {
-				available++
-			}
-		}
-		last = strings.Join(states, " ")
-		return available == n && len(pods) == n, nil
-	})
+	pods, err := stacktest.WaitPodsAvailable(context.Background(), suite.kube, s.namespace, selector, n, timeout)
 	if err != nil {
-		t.Fatalf("pods %q in %s not all %d Running within %s: %s", selector, s.namespace, n, timeout, last)
+		t.Fatal(err)
 	}
 	return pods
-}
-
-// podAvailable: Running, Ready and not terminating.
-func podAvailable(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // waitNodeWorkflows waits until at least n node workflows of the pool are
@@ -464,33 +360,7 @@ func (s *scenario) waitNodeWorkflows(t *testing.T, n int, timeout time.Duration)
 // continue-as-new to the last run).
 func waitWorkflowResult(t *testing.T, workflowID string, timeout time.Duration) workflows.NodeResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var result workflows.NodeResult
-	if err := suite.temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, &result); err != nil {
-		state, _ := tryQueryState(workflowID)
-		t.Fatalf("node workflow %s did not complete within %s: %v (phase %s)", workflowID, timeout, err, state.Phase)
-	}
-	return result
-}
-
-// waitNodeGone waits until the Node object is deleted.
-func waitNodeGone(t *testing.T, name string, timeout time.Duration) {
-	t.Helper()
-	poll(t, timeout, "Node "+name+" deleted", func(ctx context.Context) (bool, error) {
-		_, err := suite.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-}
-
-// waitInstanceState waits until the emulator's instance is in state
-// ("running", "terminated"...).
-func waitInstanceState(t *testing.T, id, state string, timeout time.Duration) {
-	t.Helper()
-	poll(t, timeout, "instance "+id+" "+state+" in the emulator", func(context.Context) (bool, error) {
-		i, ok := suite.stack.Emulator.State().Instance(id)
-		return ok && i.State == state, nil
-	})
+	return stacktest.WaitNodeWorkflowResult(t, suite.temporal, workflowID, timeout)
 }
 
 // ---- The emulator's instances ----
@@ -498,14 +368,7 @@ func waitInstanceState(t *testing.T, id, state string, timeout time.Duration) {
 // instances are the emulator's instances launched for the scenario's pool,
 // in any state, oldest first.
 func (s *scenario) instances() []awsemu.InstanceState {
-	var out []awsemu.InstanceState
-	for _, i := range suite.stack.Emulator.State().Instances {
-		if i.Tags[apisv1.TagNodePool] == s.pool {
-			out = append(out, i)
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].LaunchTime.Before(out[b].LaunchTime) })
-	return out
+	return stacktest.PoolInstances(suite.stack.Emulator, s.pool)
 }
 
 // liveInstances are the pool's instances not yet terminated.
@@ -544,112 +407,14 @@ func (s *scenario) nodesNoFail(ctx context.Context) []corev1.Node {
 	return list.Items
 }
 
-// hasTaint reports whether node carries a taint with key.
-func hasTaint(node *corev1.Node, key string) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
-}
-
-// nodeObservations is what a watch saw happen to a Node.
-type nodeObservations struct {
-	// cordoned: spec.unschedulable was set at some point.
-	cordoned bool
-	// disruptedTaint: the millwright disrupted NoSchedule taint was on it.
-	disruptedTaint bool
-	// heldByFinalizer: the Node was seen deleting (deletionTimestamp set)
-	// with Millwright's termination finalizer still on it.
-	heldByFinalizer bool
-	// deleted: the Node object went away.
-	deleted bool
-}
-
-// watchNode records every change of node from its current resource version
-// on (a watch sees each update, however short-lived). The returned function
-// stops the watch and reports what it saw.
-func watchNode(t *testing.T, node *corev1.Node) func() nodeObservations {
-	t.Helper()
-	w, err := suite.kube.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{
-		FieldSelector: "metadata.name=" + node.Name, ResourceVersion: node.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatalf("watching Node %s: %v", node.Name, err)
-	}
-	var mu sync.Mutex
-	var seen nodeObservations
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range w.ResultChan() {
-			n, ok := event.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			seen.cordoned = seen.cordoned || n.Spec.Unschedulable
-			seen.disruptedTaint = seen.disruptedTaint || hasTaint(n, activities.DisruptedTaintKey)
-			seen.heldByFinalizer = seen.heldByFinalizer ||
-				(n.DeletionTimestamp != nil && slices.Contains(n.Finalizers, activities.TerminationFinalizer))
-			seen.deleted = seen.deleted || event.Type == "DELETED"
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return func() nodeObservations {
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return seen
-	}
-}
-
 // ---- Node workflows ----
 
-// nodeWorkflow is a node workflow's latest run as Temporal's visibility
-// lists it, with Millwright's search attributes.
-type nodeWorkflow struct {
-	ID     string
-	RunID  string
-	Status enumspb.WorkflowExecutionStatus
-	// Search attributes (workflows/searchattributes.go); "" when unset.
-	NodePool, Phase, NodeName, InstanceID, InstanceType, Zone, CapacityType, TerminationReason string
-}
-
-func nodeWorkflowOf(info *workflowpb.WorkflowExecutionInfo) nodeWorkflow {
-	fields := info.GetSearchAttributes().GetIndexedFields()
-	keyword := func(name string) string {
-		payload, ok := fields[name]
-		if !ok {
-			return ""
-		}
-		return decodeKeyword(payload)
-	}
-	return nodeWorkflow{
-		ID:                info.GetExecution().GetWorkflowId(),
-		RunID:             info.GetExecution().GetRunId(),
-		Status:            info.GetStatus(),
-		NodePool:          keyword(workflows.NodePoolAttribute.GetName()),
-		Phase:             keyword(workflows.PhaseAttribute.GetName()),
-		NodeName:          keyword(workflows.NodeNameAttribute.GetName()),
-		InstanceID:        keyword(workflows.InstanceIDAttribute.GetName()),
-		InstanceType:      keyword(workflows.InstanceTypeAttribute.GetName()),
-		Zone:              keyword(workflows.ZoneAttribute.GetName()),
-		CapacityType:      keyword(workflows.CapacityTypeAttribute.GetName()),
-		TerminationReason: keyword(workflows.TerminationReasonAttribute.GetName()),
-	}
-}
-
-func decodeKeyword(payload *commonpb.Payload) string {
-	var value string
-	if err := converter.GetDefaultDataConverter().FromPayload(payload, &value); err != nil {
-		// A keyword list (never set by Millwright): show it raw.
-		return string(payload.GetData())
-	}
-	return value
-}
+// nodeWorkflow is a node workflow's latest run as visibility lists it.
+type nodeWorkflow = stacktest.NodeWorkflow
 
 // poolQuery is the visibility query of the pool's node workflows.
 func (s *scenario) poolQuery() string {
-	return fmt.Sprintf("%s = '%s'", workflows.NodePoolAttribute.GetName(), s.pool)
+	return stacktest.PoolQuery(s.pool)
 }
 
 // nodeWorkflows lists the pool's node workflows (latest run of each).
@@ -693,51 +458,24 @@ func (s *scenario) workflowOfNode(t *testing.T, node string) nodeWorkflow {
 	return found[0]
 }
 
-// queryTimeout bounds a workflow query: it needs a running worker, which a
-// scenario may have killed.
-const queryTimeout = 20 * time.Second
-
+// tryQueryState asks a node workflow for its state, bounded by
+// stacktest.QueryTimeout (its worker may be dead).
 func tryQueryState(workflowID string) (workflows.NodeStateView, error) {
-	var state workflows.NodeStateView
-	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), stacktest.QueryTimeout)
 	defer cancel()
-	value, err := suite.temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryState)
-	if err != nil {
-		return state, err
-	}
-	return state, value.Get(&state)
+	return stacktest.QueryState(ctx, suite.temporal, workflowID)
 }
 
 // queryState asks a node workflow for its state (the "state" query).
 func queryState(t *testing.T, workflowID string) workflows.NodeStateView {
 	t.Helper()
-	state, err := tryQueryState(workflowID)
-	if err != nil {
-		t.Fatalf("querying the state of %s: %v", workflowID, err)
-	}
-	return state
+	return stacktest.StateOf(t, suite.temporal, workflowID)
 }
 
 func tryQueryHistory(workflowID string) (workflows.NodeHistoryView, error) {
-	var history workflows.NodeHistoryView
-	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), stacktest.QueryTimeout)
 	defer cancel()
-	value, err := suite.temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryHistory)
-	if err != nil {
-		return history, err
-	}
-	return history, value.Get(&history)
-}
-
-// queryHistory asks a node workflow for its history (the "history" query:
-// launch choice, decisions, termination).
-func queryHistory(t *testing.T, workflowID string) workflows.NodeHistoryView {
-	t.Helper()
-	history, err := tryQueryHistory(workflowID)
-	if err != nil {
-		t.Fatalf("querying the history of %s: %v", workflowID, err)
-	}
-	return history
+	return stacktest.QueryHistory(ctx, suite.temporal, workflowID)
 }
 
 // assertTerminated checks what a finished node workflow left: its result's
@@ -755,10 +493,10 @@ func assertTerminated(t *testing.T, workflowID string, result workflows.NodeResu
 			found[0].TerminationReason == string(want) && found[0].Phase == string(workflows.PhaseTerminated), err
 	})
 	if result.Instance != nil {
-		waitInstanceState(t, result.Instance.InstanceID, "terminated", time.Minute)
+		stacktest.WaitInstanceState(t, suite.stack.Emulator, result.Instance.InstanceID, "terminated", time.Minute)
 	}
 	if result.NodeName != "" {
-		waitNodeGone(t, result.NodeName, time.Minute)
+		stacktest.WaitNodeGone(t, suite.kube, result.NodeName, time.Minute)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/local/awsemu"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
 )
@@ -45,7 +46,7 @@ func TestSpotInterruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := watchNode(t, node)
+	seen := stacktest.WatchNode(t, suite.kube, node)
 	pods := s.watchPodTimeline(t, "app=app", replicas)
 
 	admin := awsemu.NewAdminClient(suite.stack.EmulatorURL(), nil)
@@ -65,7 +66,7 @@ func TestSpotInterruption(t *testing.T) {
 
 	// The workflow's own record: the event as the poller mapped it, with
 	// EC2's two-minute deadline the drain had to meet.
-	history := queryHistory(t, wf.ID)
+	history := stacktest.HistoryOf(t, suite.temporal, wf.ID)
 	recorded := false
 	for _, i := range history.Interruptions {
 		if i.Kind == workflows.InterruptionSpotWarning && i.EventID == interruption.Event.ID && !i.Deadline.IsZero() {
@@ -77,8 +78,8 @@ func TestSpotInterruption(t *testing.T) {
 	}
 
 	observed := seen()
-	if !observed.cordoned || !observed.deleted {
-		t.Errorf("Node %s: cordoned %v, deleted %v; want both seen", nodeName, observed.cordoned, observed.deleted)
+	if !observed.Cordoned || !observed.Deleted {
+		t.Errorf("Node %s: cordoned %v, deleted %v; want both seen", nodeName, observed.Cordoned, observed.Deleted)
 	}
 	s.assertDrainedBeforeTermination(t, pods, nodeName, instanceID)
 	if terminated := instance(t, instanceID); !terminated.StateSince.Before(interruption.TerminateAt) {

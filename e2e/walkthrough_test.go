@@ -15,6 +15,7 @@ import (
 
 	"github.com/millwright/millwright/activities/cloud"
 	"github.com/millwright/millwright/deploy/examples"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/packer"
 	"github.com/millwright/millwright/workflows"
@@ -33,7 +34,7 @@ func TestWalkthrough(t *testing.T) {
 	s := newScenario(t, "walkthrough", withExampleNodePool())
 	const replicas = 10
 	kubectlApply(t, examples.NodePool)
-	kubectl(t, "create", "deployment", "inflate", "-n", s.namespace, "--image="+pauseImage, "--replicas=0")
+	kubectl(t, "create", "deployment", "inflate", "-n", s.namespace, "--image="+stacktest.PauseImage, "--replicas=0")
 	kubectl(t, "set", "resources", "deployment", "inflate", "-n", s.namespace, "--requests=cpu=1")
 	scaled := time.Now()
 	kubectl(t, "scale", "deployment", "inflate", "-n", s.namespace, fmt.Sprintf("--replicas=%d", replicas))
@@ -100,7 +101,7 @@ func TestWalkthrough(t *testing.T) {
 		}
 		return len(found) == len(nodes) && len(byNode) == len(nodes), nil
 	})
-	var watches []func() nodeObservations
+	var watches []func() stacktest.NodeObservations
 	for i := range nodes {
 		n := &nodes[i]
 		wf, ok := byNode[n.Name]
@@ -120,7 +121,7 @@ func TestWalkthrough(t *testing.T) {
 		if wantID := "aws:///" + inst.Zone + "/" + inst.ID; n.Spec.ProviderID != wantID {
 			t.Errorf("Node %s providerID %q, want %q", n.Name, n.Spec.ProviderID, wantID)
 		}
-		watches = append(watches, watchNode(t, n))
+		watches = append(watches, stacktest.WatchNode(t, suite.kube, n))
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -155,8 +156,8 @@ func TestWalkthrough(t *testing.T) {
 	}
 	t.Logf("deployment deleted → every node terminated: %s", time.Since(emptied).Round(time.Millisecond))
 	for i, seen := range watches {
-		if observed := seen(); !observed.cordoned || !observed.deleted {
-			t.Errorf("Node %s: cordoned %v, deleted %v; want both seen", nodes[i].Name, observed.cordoned, observed.deleted)
+		if observed := seen(); !observed.Cordoned || !observed.Deleted {
+			t.Errorf("Node %s: cordoned %v, deleted %v; want both seen", nodes[i].Name, observed.Cordoned, observed.Deleted)
 		}
 	}
 	if live := s.liveInstances(); len(live) != 0 {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/awsemu"
+	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
 )
@@ -258,7 +259,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := watchNode(t, node)
+	seen := stacktest.WatchNode(t, suite.kube, node)
 
 	deleted := time.Now()
 	kubectl(t, "delete", "node", nodeName, "--wait=false")
@@ -275,7 +276,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return drain.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && n.Spec.Unschedulable && hasTaint(n, activities.DisruptedTaintKey), nil
+		return drain.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && n.Spec.Unschedulable && stacktest.HasTaint(n, activities.DisruptedTaintKey), nil
 	})
 	progress, _ := drainProgressOf(drain)
 	t.Logf("draining (Drain attempt %d started, last heartbeat %+v) %s after kubectl delete node",
@@ -320,8 +321,8 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 		t.Errorf("instance %s is %s (%s), want terminated by the user (the worker)", instanceID, inst.State, inst.StateReason)
 	}
 	observed := seen()
-	if !observed.heldByFinalizer || !observed.deleted {
-		t.Errorf("Node %s: held by the %s finalizer while deleting: %v, deleted: %v; want both", nodeName, activities.TerminationFinalizer, observed.heldByFinalizer, observed.deleted)
+	if !observed.HeldByFinalizer || !observed.Deleted {
+		t.Errorf("Node %s: held by the %s finalizer while deleting: %v, deleted: %v; want both", nodeName, activities.TerminationFinalizer, observed.HeldByFinalizer, observed.Deleted)
 	}
 
 	after := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)

@@ -38,6 +38,12 @@ func PodAvailable(pod *corev1.Pod) bool {
 	return false
 }
 
+// podsPollInterval is how often WaitPodsAvailable lists the pods: the
+// 200 ms both suites polled at before they shared this helper. Tests that
+// query a node workflow right after its pods run depend on that pace (the
+// workflow reaches Ready a moment after the pods do).
+const podsPollInterval = 200 * time.Millisecond
+
 // WaitPodsAvailable waits until exactly n pods match selector in
 // namespace, all available (PodAvailable), and returns them. Its error
 // names the pods' last phases and nodes (or the last list error), for the
@@ -45,7 +51,7 @@ func PodAvailable(pod *corev1.Pod) bool {
 func WaitPodsAvailable(ctx context.Context, client kubernetes.Interface, namespace, selector string, n int, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, podsPollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			last = err.Error()
