@@ -31,7 +31,7 @@ func TestKubectlDeleteNode(t *testing.T) {
 		}
 	}
 	wf := s.workflowOfNode(t, nodeName)
-	state := queryState(t, wf.ID)
+	state := waitReadyState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil {
 		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
 	}

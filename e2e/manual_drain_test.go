@@ -69,7 +69,7 @@ func (s *scenario) manualDrain(t *testing.T, drain func(node string, wf nodeWork
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	nodeName := onOneNode(t, before)
 	wf := s.workflowOfNode(t, nodeName)
-	state := queryState(t, wf.ID)
+	state := waitReadyState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil {
 		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
 	}

@@ -472,6 +472,23 @@ func queryState(t *testing.T, workflowID string) workflows.NodeStateView {
 	return stacktest.StateOf(t, suite.temporal, workflowID)
 }
 
+// waitReadyState waits until the node workflow reports phase Ready and
+// returns that state. Pods run as soon as their Node is Ready and untainted;
+// the workflow reaches Ready when its initialization check next looks, a
+// moment later, so asserting Ready the instant the pods run would race.
+func waitReadyState(t *testing.T, workflowID string) workflows.NodeStateView {
+	t.Helper()
+	var state workflows.NodeStateView
+	poll(t, time.Minute, "node workflow "+workflowID+" Ready", func(ctx context.Context) (bool, error) {
+		queryCtx, cancel := context.WithTimeout(ctx, stacktest.QueryTimeout)
+		defer cancel()
+		var err error
+		state, err = stacktest.QueryState(queryCtx, suite.temporal, workflowID)
+		return err == nil && state.Phase == workflows.PhaseReady, err
+	})
+	return state
+}
+
 func tryQueryHistory(workflowID string) (workflows.NodeHistoryView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stacktest.QueryTimeout)
 	defer cancel()

@@ -167,7 +167,7 @@ func TestWorkerKilledMidLaunch(t *testing.T) {
 	if inst.ID != launched[0].ID || inst.State != "running" {
 		t.Errorf("node claim %s's instance is %s (%s), want %s running", claim, inst.ID, inst.State, launched[0].ID)
 	}
-	state := queryState(t, wf.ID)
+	state := waitReadyState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil || state.Instance.InstanceID != inst.ID || state.NodeName != pods[0].Spec.NodeName {
 		t.Errorf("node workflow %s: phase %s, instance %+v, node %s; want Ready with %s on %s",
 			wf.ID, state.Phase, state.Instance, state.NodeName, inst.ID, pods[0].Spec.NodeName)
@@ -250,7 +250,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == replicas && got.Status.DisruptionsAllowed == 0, nil
 	})
 	wf := s.workflowOfNode(t, nodeName)
-	state := queryState(t, wf.ID)
+	state := waitReadyState(t, wf.ID)
 	if state.Phase != workflows.PhaseReady || state.Instance == nil {
 		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
 	}
