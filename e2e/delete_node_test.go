@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
@@ -24,17 +23,8 @@ func TestKubectlDeleteNode(t *testing.T) {
 	const replicas = 2
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
-	for _, p := range before {
-		if p.Spec.NodeName != nodeName {
-			t.Fatalf("the two 500m pods landed on %s and %s; the scenario wants them on one node", nodeName, p.Spec.NodeName)
-		}
-	}
-	wf := s.workflowOfNode(t, nodeName)
-	state := waitReadyState(t, wf.ID)
-	if state.Phase != workflows.PhaseReady || state.Instance == nil {
-		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
-	}
+	nodeName := onOneNode(t, before)
+	wf, state := s.readyWorkflowOf(t, nodeName)
 	node, err := suite.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -68,17 +58,5 @@ func TestKubectlDeleteNode(t *testing.T) {
 
 	after := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	t.Logf("kubectl delete node → pods Running again: %s", time.Since(deleted).Round(time.Millisecond))
-	oldPods := map[string]bool{}
-	for _, p := range before {
-		oldPods[p.Name] = true
-	}
-	for _, p := range after {
-		if p.Spec.NodeName == nodeName || oldPods[p.Name] {
-			t.Errorf("pod %s on %s: want a new pod on a replacement node", p.Name, p.Spec.NodeName)
-		}
-	}
-	replacement := s.workflowOfNode(t, after[0].Spec.NodeName)
-	if replacement.ID == wf.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
-	}
+	s.assertReplaced(t, before, after, wf)
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/local/stack/stacktest"
@@ -68,11 +66,7 @@ func (s *scenario) manualDrain(t *testing.T, drain func(node string, wf nodeWork
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	nodeName := onOneNode(t, before)
-	wf := s.workflowOfNode(t, nodeName)
-	state := waitReadyState(t, wf.ID)
-	if state.Phase != workflows.PhaseReady || state.Instance == nil {
-		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
-	}
+	wf, state := s.readyWorkflowOf(t, nodeName)
 	node, err := suite.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,27 +122,3 @@ func (s *scenario) assertDrainedBeforeTermination(t *testing.T, pods *podTimelin
 // emulatorUserTermination is the emulator's (and EC2's) state reason of an
 // instance ended by TerminateInstances.
 const emulatorUserTermination = "Client.UserInitiatedShutdown"
-
-// assertReplaced: after are new pods (not before's) on a node other than
-// before's, owned by a running node workflow other than old.
-func (s *scenario) assertReplaced(t *testing.T, before, after []corev1.Pod, old nodeWorkflow) {
-	t.Helper()
-	oldPods := map[string]bool{}
-	oldNodes := map[string]bool{}
-	for _, p := range before {
-		oldPods[p.Name] = true
-		oldNodes[p.Spec.NodeName] = true
-	}
-	for _, p := range after {
-		if oldNodes[p.Spec.NodeName] || oldPods[p.Name] {
-			t.Errorf("pod %s on %s: want a new pod on a replacement node", p.Name, p.Spec.NodeName)
-		}
-	}
-	if t.Failed() {
-		return
-	}
-	replacement := s.workflowOfNode(t, after[0].Spec.NodeName)
-	if replacement.ID == old.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
-	}
-}

@@ -489,6 +489,18 @@ func waitReadyState(t *testing.T, workflowID string) workflows.NodeStateView {
 	return state
 }
 
+// readyWorkflowOf is the running node workflow of nodeName once it reports
+// Ready with an instance, and that state.
+func (s *scenario) readyWorkflowOf(t *testing.T, nodeName string) (nodeWorkflow, workflows.NodeStateView) {
+	t.Helper()
+	wf := s.workflowOfNode(t, nodeName)
+	state := waitReadyState(t, wf.ID)
+	if state.Instance == nil {
+		t.Fatalf("node workflow %s: Ready without an instance: %+v", wf.ID, state)
+	}
+	return wf, state
+}
+
 func tryQueryHistory(workflowID string) (workflows.NodeHistoryView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stacktest.QueryTimeout)
 	defer cancel()
@@ -644,4 +656,25 @@ func (s *scenario) diagnose() string {
 	fmt.Fprintf(&b, "--- worker (running %v), last lines of %s\n%s\n", suite.worker.running(), suite.worker.logPath, suite.worker.logTail(60))
 	fmt.Fprintf(&b, "--- cluster logs in %s\n", filepath.Join(suite.stateDir, "cluster"))
 	return b.String()
+}
+
+// assertReplaced: after are new pods (not before's) on a node other than
+// before's, owned by a running node workflow other than old.
+func (s *scenario) assertReplaced(t *testing.T, before, after []corev1.Pod, old nodeWorkflow) {
+	t.Helper()
+	oldPods := map[string]bool{}
+	oldNodes := map[string]bool{}
+	for _, p := range before {
+		oldPods[p.Name] = true
+		oldNodes[p.Spec.NodeName] = true
+	}
+	for _, p := range after {
+		if oldNodes[p.Spec.NodeName] || oldPods[p.Name] {
+			t.Errorf("pod %s on %s: want a new pod on a replacement node", p.Name, p.Spec.NodeName)
+		}
+	}
+	replacement := s.workflowOfNode(t, after[0].Spec.NodeName)
+	if replacement.ID == old.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
+	}
 }

@@ -33,11 +33,7 @@ func TestSpotInterruption(t *testing.T) {
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	nodeName := onOneNode(t, before)
-	wf := s.workflowOfNode(t, nodeName)
-	state := waitReadyState(t, wf.ID)
-	if state.Phase != workflows.PhaseReady || state.Instance == nil {
-		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
-	}
+	wf, state := s.readyWorkflowOf(t, nodeName)
 	instanceID := state.Instance.InstanceID
 	if got := instance(t, instanceID).CapacityType; got != apisv1.CapacityTypeSpot {
 		t.Fatalf("instance %s is %s in the emulator; the pool allows spot only", instanceID, got)

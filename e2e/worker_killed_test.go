@@ -226,12 +226,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 	const replicas = 2
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := before[0].Spec.NodeName
-	for _, p := range before {
-		if p.Spec.NodeName != nodeName {
-			t.Fatalf("the two 500m pods landed on %s and %s; the scenario wants them on one node", nodeName, p.Spec.NodeName)
-		}
-	}
+	nodeName := onOneNode(t, before)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: s.namespace},
 		Spec: policyv1.PodDisruptionBudgetSpec{
@@ -249,11 +244,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 		}
 		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == replicas && got.Status.DisruptionsAllowed == 0, nil
 	})
-	wf := s.workflowOfNode(t, nodeName)
-	state := waitReadyState(t, wf.ID)
-	if state.Phase != workflows.PhaseReady || state.Instance == nil {
-		t.Fatalf("node workflow %s: phase %s instance %v, want Ready with an instance", wf.ID, state.Phase, state.Instance)
-	}
+	wf, state := s.readyWorkflowOf(t, nodeName)
 	instanceID := state.Instance.InstanceID
 	node, err := suite.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -327,19 +318,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 
 	after := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	t.Logf("worker killed mid-drain → pods Running again: %s after kubectl delete node", time.Since(deleted).Round(time.Millisecond))
-	oldPods := map[string]bool{}
-	for _, p := range before {
-		oldPods[p.Name] = true
-	}
-	for _, p := range after {
-		if p.Spec.NodeName == nodeName || oldPods[p.Name] {
-			t.Errorf("pod %s on %s: want a new pod on a replacement node", p.Name, p.Spec.NodeName)
-		}
-	}
-	replacement := s.workflowOfNode(t, after[0].Spec.NodeName)
-	if replacement.ID == wf.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
-	}
+	s.assertReplaced(t, before, after, wf)
 	if live := s.liveInstances(); len(live) != 1 || live[0].ID == instanceID {
 		t.Errorf("live instances of pool %s: %+v, want only the replacement's", s.pool, live)
 	}
