@@ -23,6 +23,9 @@ import (
 const (
 	ReasonInvalidNodePool     = "InvalidNodePool"
 	ReasonInvalidEC2NodeClass = "InvalidEC2NodeClass"
+	// ReasonUnsupportedSetting: a valid setting Millwright does not act on
+	// yet; the pool is used, the setting ignored.
+	ReasonUnsupportedSetting = "UnsupportedSetting"
 )
 
 // PoolWatcher validates NodePools and EC2NodeClasses as they change: an
@@ -117,8 +120,29 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 		w.recorder.Event(u, corev1.EventTypeWarning, reason, validationErr.Error())
 		return nil
 	}
+	if key.resource == planning.NodePoolResource {
+		var pool v1.NodePool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err == nil {
+			for _, message := range UnsupportedSettings(&pool) {
+				w.logger.Warn("NodePool setting not acted on", zap.String("name", key.name), zap.String("setting", message))
+				w.recorder.Event(u, corev1.EventTypeWarning, ReasonUnsupportedSetting, message)
+			}
+		}
+	}
 	return w.provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{
 		Reason: fmt.Sprintf("%s %s changed", key.resource.Resource, key.name)})
+}
+
+// UnsupportedSettings names the valid settings of pool that Millwright does
+// not act on yet, so that users are told instead of silently getting less
+// than they asked for.
+func UnsupportedSettings(pool *v1.NodePool) []string {
+	var out []string
+	if pool.Spec.Disruption.ConsolidationPolicy == v1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+		out = append(out, fmt.Sprintf("spec.disruption.consolidationPolicy %s: only empty nodes are consolidated; underutilized nodes are kept (it acts as %s)",
+			v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyWhenEmpty))
+	}
+	return out
 }
 
 // ValidateObject decodes a NodePool or EC2NodeClass, applies the API's
