@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -22,31 +20,14 @@ import (
 // on a replacement node.
 func TestPodDisruptionBudgetNeverViolated(t *testing.T) {
 	s := newScenario(t, "pdb")
-	ctx := context.Background()
 	const replicas = 4
 	// 4 × 300m fit one m5.large, so the drain has to move every replica.
 	s.createDeployment(t, "guarded", replicas, "300m")
 	before := s.waitPodsRunning(t, "app=guarded", replicas, launchTimeout)
 	nodeName := onOneNode(t, before)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: s.namespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}},
-		},
-	}
-	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(s.namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// Until the disruption controller has computed the budget every
 	// eviction is refused, and the test would prove nothing about pacing.
-	poll(t, time.Minute, "the PDB allows exactly one disruption", func(ctx context.Context) (bool, error) {
-		got, err := suite.kube.PolicyV1().PodDisruptionBudgets(s.namespace).Get(ctx, "guarded", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return got.Status.DisruptionsAllowed == 1 && got.Status.CurrentHealthy == replicas, nil
-	})
+	s.createPDB(t, "guarded", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, replicas, 1)
 	wf := s.workflowOfNode(t, nodeName)
 	state := queryState(t, wf.ID)
 	if state.Instance == nil {

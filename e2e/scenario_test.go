@@ -21,6 +21,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -677,4 +678,26 @@ func (s *scenario) assertReplaced(t *testing.T, before, after []corev1.Pod, old 
 	if replacement.ID == old.ID || replacement.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Errorf("replacement node %s: workflow %s %s, want a new running workflow", after[0].Spec.NodeName, replacement.ID, replacement.Status)
 	}
+}
+
+// createPDB creates a PodDisruptionBudget named app over the pods labelled
+// app=<app> and waits until the disruption controller has computed it:
+// healthy pods counted and allowed disruptions as expected (before that,
+// every eviction is refused and a test would prove nothing).
+func (s *scenario) createPDB(t *testing.T, app string, spec policyv1.PodDisruptionBudgetSpec, healthy, allowed int32) {
+	t.Helper()
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: s.namespace}, Spec: spec}
+	budgets := suite.kube.PolicyV1().PodDisruptionBudgets(s.namespace)
+	if _, err := budgets.Create(t.Context(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, fmt.Sprintf("PodDisruptionBudget %s to count %d pods healthy and allow %d disruption(s)", app, healthy, allowed),
+		func(ctx context.Context) (bool, error) {
+			got, err := budgets.Get(ctx, app, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == healthy && got.Status.DisruptionsAllowed == allowed, nil
+		})
 }

@@ -227,23 +227,7 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 	s.createDeployment(t, "app", replicas, "500m")
 	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	nodeName := onOneNode(t, before)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: s.namespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(replicas)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "app"}},
-		},
-	}
-	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(s.namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, time.Minute, "the PodDisruptionBudget to count both pods healthy and allow no disruption", func(ctx context.Context) (bool, error) {
-		got, err := suite.kube.PolicyV1().PodDisruptionBudgets(s.namespace).Get(ctx, "app", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == replicas && got.Status.DisruptionsAllowed == 0, nil
-	})
+	s.createPDB(t, "app", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(replicas))}, replicas, 0)
 	wf, state := s.readyWorkflowOf(t, nodeName)
 	instanceID := state.Instance.InstanceID
 	node, err := suite.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
