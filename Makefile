@@ -1,6 +1,9 @@
 # Millwright's developer entry points. The README's two first commands are
-# `make demo` and `make test`; .ci/run calls `make ci-prereqs test`.
+# `make demo` and `make test`; .ci/run calls `make test`, the same path a
+# newcomer types.
 SHELL := /bin/bash
+# Go's standard install location, for shells whose PATH lacks it.
+export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 export GOTOOLCHAIN := local
 # Tests that start real processes (Temporal, the control plane) run long on a
@@ -9,7 +12,7 @@ TEST_TIMEOUT ?= 45m
 PKGS := ./...
 WORKLOADS ?= ../shared/benchmarks
 
-.PHONY: all build test bench lint demo plan-demo dev tools ci-prereqs generate
+.PHONY: all build test test-prereqs bench lint demo plan-demo dev tools ci-prereqs generate
 
 all: build
 
@@ -17,8 +20,14 @@ build:
 	$(GO) build -o bin/ ./starter ./worker
 
 ## test: every test in the module, including the integration tests on the local stack.
-test:
+## It first installs or builds what they need (test-prereqs), then checks formatting and vet.
+test: test-prereqs lint
 	$(GO) test -timeout $(TEST_TIMEOUT) $(PKGS)
+
+## test-prereqs: Chromium (installed from Debian's packages when root; otherwise one line
+## says what to install) and the control-plane binaries (built once, cached).
+test-prereqs:
+	@local/tools/prereqs.sh
 
 ## bench: packer benchmarks at 1,000 / 5,000 / 10,000 pods.
 bench:
@@ -60,4 +69,4 @@ dev: build tools
 tools:
 	local/tools/build.sh
 
-ci-prereqs: tools
+ci-prereqs: test-prereqs

@@ -1,7 +1,7 @@
 package e2e
 
 // A headless Chromium that scenarios drive like a user: Debian's chromium
-// package (CI installs it in .ci/run), started by chromedp with a fresh
+// package (make test installs it when missing, as root), started by chromedp with a fresh
 // profile and no background traffic, with screenshots saved as test
 // artifacts.
 
@@ -37,7 +37,7 @@ const browserWindowWidth, browserWindowHeight = 1920, 1080
 // test fails rather than skips: a skipped browser test would let a CI
 // without the browser pass.
 var errChromiumMissing = errors.New("no chromium found (looked for `chromium` on PATH and /usr/bin/chromium): " +
-	"install Debian's chromium package (apt-get install chromium); .ci/run installs it on CI")
+	"install Debian's chromium package (apt-get install chromium); make test installs it when run as root")
 
 // browser is one headless Chromium tab.
 type browser struct {
