@@ -51,6 +51,31 @@ const (
 const (
 	// AnnotationDoNotDisrupt on a pod or node blocks voluntary disruption.
 	AnnotationDoNotDisrupt = Group + "/do-not-disrupt"
+	// AnnotationKarpenterDoNotDisrupt is Karpenter's spelling of the same,
+	// read too so manifests written for Karpenter keep their protection.
+	// Both take "true" or a duration ("1h": protected for that long from
+	// the pod's start, or the node's creation).
+	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+)
+
+// Drift stamps Millwright puts on a Node at launch (model/disruption
+// computes the hashes): a node whose stamp differs from its NodePool's or
+// EC2NodeClass's current hash, at the same hash version, is drifted.
+const (
+	AnnotationNodePoolHash         = Group + "/nodepool-hash"
+	AnnotationNodePoolHashVersion  = Group + "/nodepool-hash-version"
+	AnnotationNodeClassHash        = Group + "/ec2nodeclass-hash"
+	AnnotationNodeClassHashVersion = Group + "/ec2nodeclass-hash-version"
+	// AnnotationImageID, AnnotationSubnetID and AnnotationSecurityGroupIDs
+	// (comma-separated) record what the instance was launched with, for
+	// AMI, subnet and security-group drift.
+	AnnotationImageID          = Group + "/image-id"
+	AnnotationSubnetID         = Group + "/subnet-id"
+	AnnotationSecurityGroupIDs = Group + "/security-group-ids"
+	// AnnotationLaunchedByConsolidation is the time (RFC 3339) a node was
+	// launched as a consolidation replacement: it is not consolidated again
+	// before its own consolidateAfter has passed from then.
+	AnnotationLaunchedByConsolidation = Group + "/launched-by-consolidation"
 )
 
 // Tags Millwright puts on the EC2 resources it creates. An EC2NodeClass may

@@ -1,0 +1,96 @@
+package disruption
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+)
+
+// poolInfo is a NodePool with its budget ledger for this Compute call.
+type poolInfo struct {
+	spec *NodePool
+	// nodes counts the pool's initialized nodes (the budgets' base);
+	// disrupting those deleting, disrupting or not Ready.
+	nodes, disrupting int
+	// live counts nodes not going away (for minNodes); unhealthy those
+	// whose Ready condition is False or Unknown.
+	live, unhealthy int
+	// allowed is what each reason may still disrupt in this Result;
+	// initial what it allowed before any command.
+	allowed, initial map[Reason]int
+	errs             []string
+}
+
+// budgetReasons are the reasons NodePool budgets govern.
+var budgetReasons = []Reason{ReasonDrifted, ReasonEmpty, ReasonUnderutilized}
+
+// passiveClock reads as a fixed time (apisv1 budgets take a clock).
+type passiveClock struct{ now time.Time }
+
+func (p passiveClock) Now() time.Time                  { return p.now }
+func (p passiveClock) Since(t time.Time) time.Duration { return p.now.Sub(t) }
+
+// countBudgets fills every pool's ledger, as Karpenter's
+// BuildDisruptionBudgetMapping: the base is the pool's initialized nodes;
+// nodes not Ready, deleting or already disrupting use up budget.
+func (c *computation) countBudgets() {
+	for _, ni := range c.nodes {
+		pl, n := ni.pool, ni.node
+		if pl == nil {
+			continue
+		}
+		if !n.Deleting && !n.Disrupting {
+			pl.live++
+		}
+		if n.Initialized && n.Ready != corev1.ConditionTrue {
+			pl.unhealthy++
+		}
+		if !n.Initialized {
+			continue
+		}
+		pl.nodes++
+		if n.Ready != corev1.ConditionTrue || n.Deleting || n.Disrupting {
+			pl.disrupting++
+		}
+	}
+	clk := passiveClock{c.in.Now}
+	for _, pl := range c.pools {
+		pl.allowed, pl.initial = map[Reason]int{}, map[Reason]int{}
+		for _, reason := range budgetReasons {
+			n, err := pl.spec.Pool.AllowedDisruptions(clk, pl.nodes, apisv1.DisruptionReason(reason))
+			if err != nil {
+				pl.errs = append(pl.errs, err.Error())
+			}
+			n = max(n-pl.disrupting, 0)
+			pl.allowed[reason], pl.initial[reason] = n, n
+		}
+	}
+}
+
+// allows reports whether the pool may disrupt k more nodes for reason;
+// deleting (net) removed nodes must also keep minNodes.
+func (pl *poolInfo) allows(reason Reason, k, removed int) bool {
+	if reason != ReasonUnhealthy && pl.allowed[reason] < k {
+		return false
+	}
+	return removed <= 0 || pl.live-removed >= int(pl.spec.Pool.MinNodesOrZero())
+}
+
+// spend records k disruptions for reason, removed of them net removals.
+func (pl *poolInfo) spend(reason Reason, k, removed int) {
+	if reason != ReasonUnhealthy {
+		pl.allowed[reason] -= k
+	}
+	pl.live -= removed
+}
+
+func (pl *poolInfo) budget() PoolBudget {
+	b := PoolBudget{NodePool: pl.spec.Pool.Name, Nodes: pl.nodes, Disrupting: pl.disrupting,
+		Allowed: map[Reason]int{}, Errors: pl.errs}
+	for r, n := range pl.initial {
+		b.Allowed[r] = n
+	}
+	return b
+}

@@ -1,0 +1,277 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+)
+
+// nodeInfo is a managed node with what Compute learned about it.
+type nodeInfo struct {
+	idx  int
+	node *Node
+	pool *poolInfo
+
+	// blocked is why the node is no candidate for any reason ("" when it
+	// is one); podBlocked why its pods block a graceful disruption (which
+	// drift under a terminationGracePeriod overrides).
+	blocked    string
+	podBlocked string
+	// notConsolidatable is why consolidation skips a candidate (policy,
+	// consolidateAfter, anti-churn); "" when it may be consolidated.
+	notConsolidatable string
+	// moving are the pods a disruption must reschedule: active pods not
+	// owned by a DaemonSet or the node itself.
+	moving []*corev1.Pod
+	// cost is Karpenter's disruption cost: the pods' eviction costs times
+	// the node's lifetime remaining.
+	cost float64
+
+	drifted   string
+	unhealthy string
+
+	command int    // index of the command taking it, -1 when none
+	refused string // why consolidation found nothing for it
+}
+
+// judge runs candidate filtering on ni, as Karpenter's NewCandidate does.
+func (c *computation) judge(ni *nodeInfo) {
+	n, now := ni.node, c.in.Now
+	for i := range n.Pods {
+		if pod := n.Pods[i].Pod; pod != nil && reschedulable(pod) {
+			ni.moving = append(ni.moving, pod)
+		}
+	}
+	ni.cost = c.disruptionCost(ni)
+	switch {
+	case ni.pool == nil:
+		ni.blocked = fmt.Sprintf("NodePool not found (NodePool=%s)", n.NodePool)
+	case !n.Initialized:
+		ni.blocked = "node isn't initialized"
+	case n.Deleting || n.Disrupting:
+		ni.blocked = "node is deleting or marked for deletion"
+	case n.NominatedUntil.After(now):
+		ni.blocked = "node is nominated for a pending pod"
+	}
+	if ni.blocked == "" {
+		if key, until, ok := doNotDisrupt(n.Annotations, n.CreatedAt, now); ok {
+			ni.blocked = fmt.Sprintf("disruption is blocked through the %q annotation%s", key, untilText(until))
+		}
+	}
+	ni.podBlocked = podsBlock(n.Pods, now)
+	if ni.pool != nil {
+		ni.drifted = c.driftOf(ni)
+		ni.unhealthy = c.unhealthyOf(ni)
+		ni.notConsolidatable = c.consolidatable(ni)
+	}
+}
+
+// candidate reports whether ni may be disrupted gracefully now.
+func (ni *nodeInfo) candidate() bool {
+	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0
+}
+
+// consolidatable says why consolidation may not take ni ("" when it may):
+// consolidation off, consolidateAfter not yet passed since the node's last
+// pod event, or the node is a consolidation replacement still within its
+// own consolidateAfter.
+func (c *computation) consolidatable(ni *nodeInfo) string {
+	np := ni.pool.spec.Pool
+	after, never := np.ConsolidateAfterDuration()
+	if never {
+		return fmt.Sprintf("NodePool %q has consolidation disabled", np.Name)
+	}
+	n, now := ni.node, c.in.Now
+	last := n.LastPodEventAt
+	if last.IsZero() {
+		last = n.CreatedAt
+	}
+	if since := now.Sub(last); since < after {
+		return fmt.Sprintf("consolidateAfter %s has not passed since the last pod event (%s ago)", after, since.Round(time.Second))
+	}
+	if !n.LaunchedByConsolidationAt.IsZero() {
+		if since := now.Sub(n.LaunchedByConsolidationAt); since < after {
+			return fmt.Sprintf("launched by consolidation %s ago, within consolidateAfter %s", since.Round(time.Second), after)
+		}
+	}
+	return ""
+}
+
+// doNotDisrupt reads the do-not-disrupt annotations (Millwright's and
+// Karpenter's) relative to start: "true" protects for ever, a duration
+// until start+duration, "false" not at all. Any other value protects too
+// (a misread protection must not let a node go). until is zero for ever.
+func doNotDisrupt(annotations map[string]string, start, now time.Time) (key string, until time.Time, ok bool) {
+	for _, key := range []string{apisv1.AnnotationKarpenterDoNotDisrupt, apisv1.AnnotationDoNotDisrupt} {
+		v, set := annotations[key]
+		if !set {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			return key, time.Time{}, true
+		case "false", "":
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return key, time.Time{}, true
+		}
+		if end := start.Add(d); now.Before(end) {
+			return key, end, true
+		}
+	}
+	return "", time.Time{}, false
+}
+
+func untilText(until time.Time) string {
+	if until.IsZero() {
+		return ""
+	}
+	return " until " + until.UTC().Format(time.RFC3339)
+}
+
+// podsBlock says which pod blocks a graceful disruption: a do-not-disrupt
+// annotation or a PodDisruptionBudget allowing no eviction.
+func podsBlock(pods []Pod, now time.Time) string {
+	for _, p := range pods {
+		pod := p.Pod
+		if pod == nil || !active(pod) {
+			continue
+		}
+		start := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			start = pod.Status.StartTime.Time
+		}
+		if key, until, ok := doNotDisrupt(pod.Annotations, start, now); ok {
+			return fmt.Sprintf("pod %s has %q annotation%s", podKey(pod), key, untilText(until))
+		}
+	}
+	for _, p := range pods {
+		if p.Pod == nil || !active(p.Pod) || len(p.PDBBlocked) == 0 {
+			continue
+		}
+		if len(p.PDBBlocked) > 1 {
+			return fmt.Sprintf("eviction does not support multiple PDBs (PodDisruptionBudget(s)=%s, Pod=%s)", strings.Join(p.PDBBlocked, ","), podKey(p.Pod))
+		}
+		return fmt.Sprintf("pdb %s prevents pod evictions (Pod=%s)", p.PDBBlocked[0], podKey(p.Pod))
+	}
+	return ""
+}
+
+// active: not terminal and not being deleted.
+func active(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// reschedulable: a pod a disruption must find room for elsewhere (active,
+// not a DaemonSet's, not a static pod).
+func reschedulable(pod *corev1.Pod) bool {
+	if !active(pod) {
+		return false
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "DaemonSet" || ref.Kind == "Node" {
+			return false
+		}
+	}
+	return true
+}
+
+// evictionCost is Karpenter's cost of evicting one pod: 1, plus its
+// deletion cost / 2^27 and its priority / 2^25, clamped to [-10, 10].
+func evictionCost(pod *corev1.Pod) float64 {
+	cost := 1.0
+	if v, ok := pod.Annotations[corev1.PodDeletionCost]; ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			cost += f / math.Pow(2, 27)
+		}
+	}
+	if pod.Spec.Priority != nil {
+		cost += float64(*pod.Spec.Priority) / math.Pow(2, 25)
+	}
+	return min(max(cost, -10), 10)
+}
+
+// disruptionCost is the summed eviction cost of the node's pods scaled by
+// the share of its lifetime (expireAfter) remaining: a node about to
+// expire is cheap to disrupt.
+func (c *computation) disruptionCost(ni *nodeInfo) float64 {
+	cost := 0.0
+	for _, p := range ni.node.Pods {
+		if p.Pod != nil && active(p.Pod) {
+			cost += evictionCost(p.Pod)
+		}
+	}
+	return cost * c.lifetimeRemaining(ni)
+}
+
+func (c *computation) lifetimeRemaining(ni *nodeInfo) float64 {
+	if ni.pool == nil || ni.node.CreatedAt.IsZero() {
+		return 1
+	}
+	expire, never := ni.pool.spec.Pool.ExpireAfterDuration()
+	if never || expire <= 0 {
+		return 1
+	}
+	left := expire - c.in.Now.Sub(ni.node.CreatedAt)
+	return min(max(left.Seconds()/expire.Seconds(), 0), 1)
+}
+
+// rescheduleCost is Balanced's disruption of a node: 1 for the node plus
+// the positive eviction costs of the pods that move.
+func (ni *nodeInfo) rescheduleCost() float64 {
+	cost := 1.0
+	for _, pod := range ni.moving {
+		cost += max(0, evictionCost(pod))
+	}
+	return cost
+}
+
+// empty: nothing on the node needs to move.
+func (ni *nodeInfo) empty() bool { return len(ni.moving) == 0 }
+
+func (ni *nodeInfo) verdict() Verdict {
+	v := Verdict{ClaimName: ni.node.ClaimName, NodeName: ni.node.Name, NodePool: ni.node.NodePool,
+		Candidate: ni.blocked == "" && ni.podBlocked == "", Command: ni.command,
+		Drifted: ni.drifted, Unhealthy: ni.unhealthy}
+	switch {
+	case ni.command >= 0:
+	case ni.blocked != "":
+		v.Event, v.Message = EventDisruptionBlocked, ni.blocked
+	case ni.podBlocked != "":
+		v.Event, v.Message = EventDisruptionBlocked, ni.podBlocked
+	case ni.refused != "":
+		v.Event, v.Message = EventUnconsolidatable, ni.refused
+	case ni.notConsolidatable != "":
+		v.Message = ni.notConsolidatable
+	}
+	return v
+}
+
+func (ni *nodeInfo) podKeys() []string {
+	keys := make([]string, len(ni.moving))
+	for i, pod := range ni.moving {
+		keys[i] = podKey(pod)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func podKey(pod *corev1.Pod) string {
+	ns := pod.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + pod.Name
+}

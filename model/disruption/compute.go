@@ -1,0 +1,105 @@
+package disruption
+
+import (
+	"sort"
+)
+
+// Compute decides the commands to run now for in. It never fails: a node or
+// pool it cannot judge gets a Verdict saying why and no command.
+//
+// The order is Karpenter's: repair (Unhealthy) first, then Drifted, Empty,
+// multi-node and single-node consolidation (Underutilized). Each command is
+// simulated against the cluster as the earlier commands of the same Result
+// leave it (their candidates gone, their replacements in flight), so the
+// commands can run side by side.
+func Compute(in Input) Result {
+	c := newComputation(in)
+	c.run()
+	return c.result()
+}
+
+// computation is one Compute call's state.
+type computation struct {
+	in    Input
+	opts  Options
+	pools map[string]*poolInfo
+	nodes []*nodeInfo // managed nodes, input order
+	// byName indexes every input node (managed or not) by Node name.
+	byName map[string]int
+
+	commands []Command
+	// taken marks input nodes (by index) a command of this Result disrupts.
+	taken map[int]int
+}
+
+func newComputation(in Input) *computation {
+	c := &computation{in: in, opts: in.Options.withDefaults(), pools: map[string]*poolInfo{},
+		byName: map[string]int{}, taken: map[int]int{}}
+	for i := range in.NodePools {
+		np := &in.NodePools[i]
+		if np.Pool == nil {
+			continue
+		}
+		c.pools[np.Pool.Name] = &poolInfo{spec: np}
+	}
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		c.byName[n.Name] = i
+		if n.NodePool == "" || n.ClaimName == "" {
+			continue
+		}
+		ni := &nodeInfo{idx: i, node: n, pool: c.pools[n.NodePool], command: -1}
+		c.nodes = append(c.nodes, ni)
+	}
+	c.countBudgets()
+	for _, ni := range c.nodes {
+		c.judge(ni)
+	}
+	return c
+}
+
+func (c *computation) run() {
+	c.repair()
+	c.drift()
+	c.emptiness()
+	c.multiNodeConsolidation()
+	c.singleNodeConsolidation()
+}
+
+// result assembles the Result.
+func (c *computation) result() Result {
+	r := Result{Commands: c.commands}
+	for _, ni := range c.nodes {
+		r.Verdicts = append(r.Verdicts, ni.verdict())
+	}
+	names := make([]string, 0, len(c.pools))
+	for name := range c.pools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r.Budgets = append(r.Budgets, c.pools[name].budget())
+	}
+	return r
+}
+
+func (o Options) withDefaults() Options {
+	if o.ConsolidationThreshold == 0 {
+		o.ConsolidationThreshold = DefaultConsolidationThreshold
+	}
+	if o.RepairToleration <= 0 {
+		o.RepairToleration = DefaultRepairToleration
+	}
+	if o.RepairMaxFraction <= 0 {
+		o.RepairMaxFraction = DefaultRepairMaxFraction
+	}
+	if o.MultiNodeMaxCandidates <= 0 {
+		o.MultiNodeMaxCandidates = DefaultMultiNodeMaxCandidates
+	}
+	return o
+}
+
+// full reports whether the Result holds Options.MaxCommands commands.
+func (c *computation) full() bool {
+	return c.opts.MaxCommands > 0 && len(c.commands) >= c.opts.MaxCommands
+}

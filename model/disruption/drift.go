@@ -1,0 +1,71 @@
+package disruption
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// driftOf says how ni drifted from its NodePool and EC2NodeClass ("" when
+// it has not), in Karpenter's order: the template hash (NodePoolDrifted),
+// the class hash (NodeClassDrifted), then what the class resolves to (AMI,
+// subnet, security groups), then the pool's requirements.
+func (c *computation) driftOf(ni *nodeInfo) string {
+	n, pool := ni.node, ni.pool.spec
+	if n.NodePoolHash != "" && n.NodePoolHashVersion == NodePoolHashVersion &&
+		pool.NodePoolHash != "" && n.NodePoolHash != pool.NodePoolHash {
+		return "NodePoolDrifted: the NodePool's template changed since launch"
+	}
+	if nc := pool.NodeClass; nc != nil {
+		if n.NodeClassHash != "" && n.NodeClassHashVersion == NodeClassHashVersion &&
+			nc.Hash != "" && n.NodeClassHash != nc.Hash {
+			return fmt.Sprintf("NodeClassDrifted: EC2NodeClass %s changed since launch", nc.Name)
+		}
+		if n.ImageID != "" && len(nc.AMIs) > 0 && !slices.Contains(nc.AMIs, n.ImageID) {
+			return fmt.Sprintf("AMIDrift: AMI %s → %s", n.ImageID, strings.Join(nc.AMIs, ", "))
+		}
+		if n.SubnetID != "" && len(nc.Subnets) > 0 && !slices.Contains(nc.Subnets, n.SubnetID) {
+			return fmt.Sprintf("SubnetDrift: subnet %s is no longer selected", n.SubnetID)
+		}
+		if len(n.SecurityGroupIDs) > 0 && len(nc.SecurityGroups) > 0 && !sameSet(n.SecurityGroupIDs, nc.SecurityGroups) {
+			return fmt.Sprintf("SecurityGroupDrift: security groups [%s] → [%s]",
+				strings.Join(sortedCopy(n.SecurityGroupIDs), ", "), strings.Join(sortedCopy(nc.SecurityGroups), ", "))
+		}
+	}
+	return requirementsDrift(pool, n.Labels)
+}
+
+// requirementsDrift: the node's labels no longer meet the pool's
+// requirements (Karpenter's RequirementsDrifted).
+func requirementsDrift(pool *NodePool, labels map[string]string) string {
+	if len(pool.Launch.Requirements) == 0 {
+		return ""
+	}
+	reqs, err := scheduling.RequirementsFromNodeSelector(pool.Launch.Requirements)
+	if err != nil {
+		return ""
+	}
+	canonical := scheduling.CanonicalLabels(labels)
+	for _, r := range reqs.Items() {
+		v, ok := canonical[r.Key()]
+		if !r.Matches(v, ok) {
+			if ok {
+				return fmt.Sprintf("RequirementsDrifted: label %s=%s no longer meets the NodePool's requirements", r.Key(), v)
+			}
+			return fmt.Sprintf("RequirementsDrifted: label %s is missing and the NodePool's requirements need it", r.Key())
+		}
+	}
+	return ""
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(sortedCopy(a), sortedCopy(b))
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

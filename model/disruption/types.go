@@ -1,0 +1,305 @@
+package disruption
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// Reason is why a command disrupts its candidates. Empty, Underutilized
+// and Drifted are the NodePool budget reasons (apisv1.DisruptionReason);
+// Unhealthy is repair, which budgets do not govern (it has its own cap,
+// Options.RepairMaxFraction).
+type Reason string
+
+const (
+	ReasonEmpty         Reason = Reason(apisv1.DisruptionReasonEmpty)
+	ReasonUnderutilized Reason = Reason(apisv1.DisruptionReasonUnderutilized)
+	ReasonDrifted       Reason = Reason(apisv1.DisruptionReasonDrifted)
+	ReasonUnhealthy     Reason = "Unhealthy"
+)
+
+// Kind is what a command does to its candidates.
+type Kind string
+
+const (
+	// KindDelete drains and terminates the candidates; their pods fit on
+	// the remaining and in-flight nodes.
+	KindDelete Kind = "delete"
+	// KindReplace launches Command.Replacements first, waits until they are
+	// initialized, then drains and terminates the candidates.
+	KindReplace Kind = "replace"
+)
+
+// Input is one snapshot of the cluster. Compute reads it only; slices and
+// maps are shared with the caller and must not change during the call.
+type Input struct {
+	// Now is the time of the snapshot: every timer (consolidateAfter,
+	// nomination, do-not-disrupt durations, repair toleration, budget
+	// windows) is measured against it.
+	Now time.Time
+	// Nodes are the cluster's registered Nodes. Nodes without a NodePool
+	// (not Millwright's) are never candidates but their free capacity takes
+	// pods in simulations, as does every non-candidate node's.
+	Nodes []Node
+	// PendingPods are provisionable pods not bound yet: a simulation must
+	// place them too (they compete for the room candidates' pods need).
+	PendingPods []*corev1.Pod
+	// InFlight are nodes launched (or launching) whose Node has not
+	// registered: capacity pods may be simulated onto (packer.Node with
+	// InFlight set, its pods already out of Available).
+	InFlight []packer.Node
+	// DaemonSetPods are one pod per DaemonSet (as the planner builds them):
+	// their requests count against a replacement's allocatable.
+	DaemonSetPods []*corev1.Pod
+	// NodePools are the pools, usable or not (a deleted or invalid pool's
+	// nodes are still nodes; see NodePool.Launchable).
+	NodePools []NodePool
+	// Options tune the decision; the zero value means Karpenter's defaults.
+	Options Options
+}
+
+// Node is a registered Node as disruption sees it.
+type Node struct {
+	// ClaimName is the node claim (the node workflow's id suffix); empty for
+	// Nodes Millwright does not manage.
+	ClaimName string
+	// Name is the Node's name.
+	Name string
+	// NodePool that launched it; empty when Millwright does not manage it.
+	NodePool     string
+	InstanceType string
+	Zone         string
+	CapacityType string
+	// Price is the hourly price of the node's offering (0 when unknown:
+	// such a node is never replaced, only deleted).
+	Price float64
+	// Allocatable is the Node's status.allocatable.
+	Allocatable scheduling.Resources
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []corev1.Taint
+	// Pods bound to the node and not terminal, DaemonSet pods included.
+	Pods []Pod
+
+	// CreatedAt is the Node's creation (registration) time; with the pool's
+	// expireAfter it gives the lifetime remaining that scales disruption cost.
+	CreatedAt time.Time
+	// Initialized is true once the node workflow saw the Node Ready with its
+	// startup taints gone and requested resources allocatable.
+	Initialized bool
+	// NominatedUntil: the provisioner placed pending pods on this node and
+	// expects them to bind before then; it is not a candidate until then.
+	NominatedUntil time.Time
+	// LastPodEventAt is the last time a pod was bound to or removed from
+	// the node (its creation when none): consolidateAfter counts from it.
+	LastPodEventAt time.Time
+	// LaunchedByConsolidationAt is set when the node is the replacement of a
+	// consolidation command: it is not consolidated again before its own
+	// consolidateAfter has passed from then (anti-churn).
+	LaunchedByConsolidationAt time.Time
+
+	// Ready is the status of the Node's Ready condition ("" when absent)
+	// and ReadySince its lastTransitionTime.
+	Ready      corev1.ConditionStatus
+	ReadySince time.Time
+	// Deleting: the Node has a deletion timestamp or its node workflow is
+	// terminating it. Disrupting: a command or a drain holds it (reserved,
+	// tainted millwright.dev/disrupted). Both count against budgets and
+	// neither is ever a candidate.
+	Deleting   bool
+	Disrupting bool
+
+	// Drift stamps, read from the Node's annotations (see hash.go): the
+	// hashes and hash versions of its NodePool template and EC2NodeClass
+	// at launch. Empty stamps never drift (a node launched before stamping).
+	NodePoolHash         string
+	NodePoolHashVersion  string
+	NodeClassHash        string
+	NodeClassHashVersion string
+	// ImageID, SubnetID and SecurityGroupIDs are what the instance was
+	// launched with; empty when unknown (then that kind of drift is not
+	// checked).
+	ImageID          string
+	SubnetID         string
+	SecurityGroupIDs []string
+}
+
+// Pod is a pod bound to a node.
+type Pod struct {
+	Pod *corev1.Pod
+	// PDBBlocked names the PodDisruptionBudgets that allow no eviction of
+	// this pod now (Karpenter: "pdb prevents pod evictions"); more than one
+	// matching PDB also blocks (eviction does not support multiple PDBs).
+	PDBBlocked []string
+}
+
+// NodePool is a NodePool with what disruption needs of it.
+type NodePool struct {
+	// Pool is the NodePool, defaulted (SetDefaults). Required.
+	Pool *apisv1.NodePool
+	// Launch is the packer's view of the pool (requirements, labels, taints,
+	// instance types with offerings and prices, limits and usage), as the
+	// planner builds it; replacements are planned with it. Launchable is
+	// false when the pool cannot launch now (being deleted, invalid, its
+	// class unresolved): its nodes are then only deleted, never replaced.
+	Launch     packer.NodePool
+	Launchable bool
+	// NodePoolHash is NodePoolHash(Pool) now (the activity computes it once).
+	NodePoolHash string
+	// NodeClass is the pool's EC2NodeClass now; nil when missing.
+	NodeClass *NodeClass
+}
+
+// NodeClass is the resolved state of an EC2NodeClass for drift.
+type NodeClass struct {
+	Name string
+	// Hash is NodeClassHash of the class now.
+	Hash string
+	// AMIs, Subnets and SecurityGroups are the ids the class's status
+	// resolves to now (status.amis, status.subnets, status.securityGroups).
+	// An empty list means "not resolved": that kind of drift is not checked.
+	AMIs           []string
+	Subnets        []string
+	SecurityGroups []string
+}
+
+// Options tune Compute. The zero value means the defaults below.
+type Options struct {
+	// BatchMaxDuration is the provisioner's batch max window; a node
+	// nominated for pending pods is protected for max(2 × it, 10 s) from the
+	// nomination (Karpenter's window). Callers that track NominatedUntil
+	// themselves can leave it zero.
+	BatchMaxDuration time.Duration
+	// ConsolidationThreshold is Karpenter's Balanced k: a consolidation is
+	// taken only if (saving / pool cost) / (disruption / pool disruption)
+	// ≥ 1/k. 0 means DefaultConsolidationThreshold; negative disables the
+	// score (any saving is taken, Karpenter's pre-balanced behaviour).
+	ConsolidationThreshold int
+	// MinSavingsPerHour is an absolute floor on a replace's saving in $/h
+	// (0: none).
+	MinSavingsPerHour float64
+	// DisableSpotToSpot turns spot→spot replacement off (Karpenter's
+	// feature gate off); by default it is allowed with at least
+	// MinSpotToSpotOptions cheaper options.
+	DisableSpotToSpot bool
+	// RepairToleration is how long Ready may be False/Unknown on an
+	// initialized node before it is replaced. 0 means DefaultRepairToleration.
+	RepairToleration time.Duration
+	// RepairMaxFraction caps the share of a pool's nodes that may be
+	// unhealthy for repair to act (above it nothing is repaired: the fault
+	// is likely not the nodes'). 0 means DefaultRepairMaxFraction.
+	RepairMaxFraction float64
+	// MultiNodeMaxCandidates bounds the multi-node search (Karpenter: 100).
+	// 0 means DefaultMultiNodeMaxCandidates.
+	MultiNodeMaxCandidates int
+	// MaxCommands bounds the commands of one Result (0: no bound).
+	MaxCommands int
+}
+
+// Defaults of Options.
+const (
+	DefaultConsolidationThreshold = 2
+	DefaultRepairToleration       = 30 * time.Minute
+	DefaultRepairMaxFraction      = 0.2
+	DefaultMultiNodeMaxCandidates = 100
+	// MinSpotToSpotOptions is how many cheaper spot instance types a
+	// single spot node's replacement needs, so the replacement cannot be
+	// replaced again at once (Karpenter: 15).
+	MinSpotToSpotOptions = 15
+	// MinNominationWindow is the least time a nominated node is protected.
+	MinNominationWindow = 10 * time.Second
+)
+
+// Result is Compute's answer.
+type Result struct {
+	// Commands to run, in order; their candidates are disjoint, and
+	// together they stay within every pool's budget for each reason.
+	Commands []Command
+	// Verdicts has one entry per managed node, in Input.Nodes order.
+	Verdicts []Verdict
+	// Budgets are the disruptions each pool allows now per reason, before
+	// the Commands (for status, the CLI and metrics).
+	Budgets []PoolBudget
+}
+
+// Command is one decision: disrupt Candidates for Reason, by Kind.
+type Command struct {
+	Reason     Reason
+	Kind       Kind
+	Candidates []Candidate
+	// Replacements are the nodes to launch before the candidates drain
+	// (KindReplace), as the packer plans them; their Options are already
+	// filtered to what keeps the command worth it (cheaper than the
+	// candidates; for spot→spot the cheapest MinSpotToSpotOptions).
+	Replacements []packer.NodePlan
+	// SavingsPerHour is the candidates' price minus the replacements'.
+	SavingsPerHour float64
+	// Message says it in one line, e.g. "Underutilized: 3 nodes → 1
+	// c6i.2xlarge saves $0.41/h" or "Drifted: AMI ami-a → ami-b".
+	Message string
+}
+
+// Candidate is one node a command disrupts.
+type Candidate struct {
+	ClaimName    string
+	NodeName     string
+	NodePool     string
+	InstanceType string
+	CapacityType string
+	Price        float64
+	// Pods are the keys (namespace/name) of the pods that must move.
+	Pods []string
+	// DisruptionCost is Karpenter's: the pods' eviction cost scaled by the
+	// node's lifetime remaining; the cheapest are disrupted first.
+	DisruptionCost float64
+	// Why is the reason of this node (e.g. the drift found).
+	Why string
+}
+
+// Verdict says what Compute thinks of one node.
+type Verdict struct {
+	ClaimName string
+	NodeName  string
+	NodePool  string
+	// Candidate is true when the node passed candidate filtering; Command
+	// is the index of the command that takes it, -1 when none.
+	Candidate bool
+	Command   int
+	// Event is the Karpenter event reason to publish: "DisruptionBlocked"
+	// when the node is not a candidate, "Unconsolidatable" when it is but
+	// no command takes it, "" otherwise.
+	Event string
+	// Message says why, in Karpenter's words where it has them ("node is
+	// nominated for a pending pod", "pdb \"default/web\" prevents pod
+	// evictions", "Can't replace with a cheaper node", ...).
+	Message string
+	// Drifted is the node's drift ("" when none); Unhealthy the repair
+	// finding ("" when none).
+	Drifted   string
+	Unhealthy string
+}
+
+// Events Verdict.Event takes.
+const (
+	EventDisruptionBlocked = "DisruptionBlocked"
+	EventUnconsolidatable  = "Unconsolidatable"
+)
+
+// PoolBudget is how many more nodes of a pool may be disrupted now, per
+// reason: the pool's budget for the reason minus its nodes already
+// disrupting (deleting, reserved or not Ready).
+type PoolBudget struct {
+	NodePool string
+	// Nodes counts the pool's initialized nodes (the budget's base).
+	Nodes int
+	// Disrupting counts those deleting, disrupting or not Ready.
+	Disrupting int
+	Allowed    map[Reason]int
+	// Errors name budgets that could not be read (they allow 0).
+	Errors []string
+}
