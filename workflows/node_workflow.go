@@ -90,7 +90,7 @@ func newNodeLifecycle(ctx workflow.Context, spec activities.NodeLaunchSpec, resu
 	}
 	w.logger = log.With(workflow.GetLogger(ctx), "nodeClaim", spec.NodeClaimName, "nodePool", spec.NodePool)
 	if resume != nil {
-		w.state = resume
+		w.state = readNodeState(resume)
 	} else {
 		w.state = &NodeState{Version: nodeStateVersion, Phase: PhaseLaunching, CreatedAt: workflow.Now(ctx)}
 	}

@@ -96,8 +96,21 @@ func (in ProvisionerInput) Validate() error {
 	return nil
 }
 
-// provisionerStateVersion versions ProvisionerState across continue-as-new.
+// provisionerStateVersion is the ProvisionerState shape this code writes;
+// readProvisionerState reads every older one. Version 1 (v0.2) is the
+// first; a state without a version (0) predates the field and reads as 1.
 const provisionerStateVersion = 1
+
+// readProvisionerState takes the state the last run carried: an older
+// version is brought to today's shape; a newer one fails the workflow task
+// (see refuseNewerState).
+func readProvisionerState(carried *ProvisionerState) *ProvisionerState {
+	state := *carried
+	refuseNewerState("provisioner", state.Version, provisionerStateVersion)
+	// Versions 0 (before the field) and 1 are today's shape.
+	state.Version = provisionerStateVersion
+	return &state
+}
 
 // maxReconcileReasons bounds the reasons kept for the next batch.
 const maxReconcileReasons = 10
@@ -195,7 +208,8 @@ func newProvisioner(ctx workflow.Context, input ProvisionerInput) *provisioner {
 		pendingPods:    map[string]struct{}{},
 		disruptedNodes: map[string]struct{}{},
 	}
-	if carried := input.State; carried != nil {
+	if input.State != nil {
+		carried := readProvisionerState(input.State)
 		p.batches = carried.Batches
 		for _, key := range carried.PendingPods {
 			p.pendingPods[key] = struct{}{}

@@ -12,33 +12,43 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
-// TestReplayRecordedHistories replays histories recorded on a real Temporal
-// server (testdata/*.json.gz) against today's workflow code. A failure means
-// a change would break workflows already running: version it with
-// workflow.GetVersion instead. Record new histories after a deliberate,
-// versioned change with:
+// TestReplayRecordedHistories replays the histories every release recorded
+// on a real Temporal server (testdata/<release>/*.json.gz) against today's
+// workflow code. A failure means a change would break workflows already
+// running: put it behind changed(ctx, id) with an id in versions.go (the
+// policy is in doc.go). Record a release's histories with:
 //
-//	go test -tags recordhistories -run TestRecordHistories ./workflows/
+//	go test -tags recordhistories -run TestRecordHistories ./workflows/ -args -release=vX.Y
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json.gz"))
+	releases, err := filepath.Glob(filepath.Join("testdata", "v*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) == 0 {
-		t.Fatal("no recorded histories under workflows/testdata; record them with `go test -tags recordhistories -run TestRecordHistories ./workflows/`")
+	if len(releases) == 0 {
+		t.Fatal("no recorded releases under workflows/testdata; record them with `go test -tags recordhistories -run TestRecordHistories ./workflows/ -args -release=vX.Y`")
 	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".json.gz"), func(t *testing.T) {
-			replayer := worker.NewWorkflowReplayer()
-			Register(replayer)
-			history, err := client.HistoryFromJSON(gunzip(t, file), client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatalf("read %s: %v", file, err)
-			}
-			if err := replayer.ReplayWorkflowHistory(nil, history); err != nil {
-				t.Fatalf("replay %s: %v", file, err)
-			}
-		})
+	for _, release := range releases {
+		files, err := filepath.Glob(filepath.Join(release, "*.json.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 {
+			t.Errorf("%s holds no recorded history", release)
+		}
+		for _, file := range files {
+			name := filepath.Base(release) + "/" + strings.TrimSuffix(filepath.Base(file), ".json.gz")
+			t.Run(name, func(t *testing.T) {
+				replayer := worker.NewWorkflowReplayer()
+				Register(replayer)
+				history, err := client.HistoryFromJSON(gunzip(t, file), client.HistoryJSONOptions{})
+				if err != nil {
+					t.Fatalf("read %s: %v", file, err)
+				}
+				if err := replayer.ReplayWorkflowHistory(nil, history); err != nil {
+					t.Fatalf("replay %s: %v", file, err)
+				}
+			})
+		}
 	}
 }
 

@@ -1,8 +1,3 @@
-// Package workflows owns Millwright's durable Temporal workflows: the
-// per-cluster provisioning workflow and the per-node lifecycle workflow. It
-// holds their signals, updates, queries and search attributes. Workflow code
-// here is deterministic; everything that touches the world is an activity in
-// package activities.
 package workflows
 
 import (

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/millwright/millwright/activities"
@@ -82,8 +83,9 @@ type PodCount struct {
 	ObservedAt   time.Time `json:"observedAt"`
 }
 
-// nodeStateVersion versions NodeState so a later workflow version can tell
-// what an older run carried over.
+// nodeStateVersion is the NodeState shape this code writes; readNodeState
+// reads every older one. Version 1 (v0.2) is the first; a state without a
+// version (0) predates the field and reads as version 1.
 const nodeStateVersion = 1
 
 // maxDecisions bounds the decision log carried across continue-as-new.
@@ -184,4 +186,25 @@ type NodeHistoryView struct {
 	Interruptions    []Interruption `json:"interruptions,omitempty"`
 	Decisions        []Decision     `json:"decisions"`
 	DroppedDecisions int            `json:"droppedDecisions,omitempty"`
+}
+
+// readNodeState is how a run resumed by continue-as-new takes the state the
+// last run carried: an older version is brought to today's shape; a newer
+// one fails the workflow task (see refuseNewerState).
+func readNodeState(carried *NodeState) *NodeState {
+	state := *carried
+	refuseNewerState("node", state.Version, nodeStateVersion)
+	// Versions 0 (before the field) and 1 are today's shape.
+	state.Version = nodeStateVersion
+	return &state
+}
+
+// refuseNewerState panics on carried state of a version newer than this
+// code writes (a worker rolled back under a newer run): the workflow task
+// fails and Temporal retries it until a worker that knows the version takes
+// it, instead of this one misreading the state.
+func refuseNewerState(what string, version, current int) {
+	if version > current {
+		panic(fmt.Sprintf("%s state version %d is newer than this worker's %d: leaving the workflow to a newer worker", what, version, current))
+	}
 }

@@ -1,0 +1,26 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// changeID names one change of workflow behaviour, for workflow.GetVersion
+// (the policy is in doc.go). Its value is recorded in the histories of runs
+// that took the new path, so it never changes once released.
+type changeID string
+
+// Every change of workflow behaviour since v0.2, oldest first. Each id says
+// in its comment what the new path does and where; a new change appends its
+// id here and branches on changed(ctx, id). TestChangeIDs checks that every
+// id is documented and unique.
+const (
+// (no change yet: v0.2 is the first versioned release)
+)
+
+// changed reports whether this run takes id's new path. It is true when the
+// workflow reaches this point for the first time on code that knows id, and
+// false when a worker replays a history recorded before the change, so the
+// old path stays for runs that already took it. A run that has taken one
+// path takes it every time the same point is reached again (the recorded
+// marker is reused).
+func changed(ctx workflow.Context, id changeID) bool {
+	return workflow.GetVersion(ctx, string(id), workflow.DefaultVersion, 1) == 1
+}
