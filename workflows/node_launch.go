@@ -11,21 +11,19 @@ import (
 	"github.com/millwright/millwright/activities"
 )
 
-// launch creates the instance, falling back through the remaining options
-// when offerings have no capacity.
-func (w *nodeLifecycle) launch() {
+// launch is the Launching phase: it creates the instance, falling back
+// through the remaining options when offerings have no capacity.
+func (w *nodeLifecycle) launch() Phase {
 	options := slices.Clone(w.spec.InstanceTypeOptions)
 	for {
 		var launched activities.LaunchResponse
 		err := w.execute(launchOptions(), activities.LaunchActivity, w.launchRequest(options), &launched)
 		if err == nil {
-			w.launched(launched)
-			return
+			return w.launched(launched)
 		}
 		failed, insufficient := activities.InsufficientCapacityOfferings(err)
 		if !insufficient {
-			w.launchFailed(err)
-			return
+			return w.launchFailed(err)
 		}
 		remaining := withoutOfferings(options, failed)
 		if len(failed) == 0 || countOfferings(remaining) == countOfferings(options) {
@@ -35,12 +33,10 @@ func (w *nodeLifecycle) launch() {
 		}
 		w.rejectOfferings(failed, "insufficient capacity")
 		if len(remaining) == 0 {
-			w.capacityExhausted()
-			return
+			return w.capacityExhausted()
 		}
 		if w.terminationRequested() {
-			w.enterPhase(PhaseTerminated)
-			return
+			return PhaseTerminated
 		}
 		w.decide("Insufficient capacity for %s; retrying with %d remaining option(s) %s",
 			joinOfferings(failed), len(remaining), optionNames(remaining, 10))
@@ -82,7 +78,7 @@ func (w *nodeLifecycle) nodeLabels() map[string]string {
 	return labels
 }
 
-func (w *nodeLifecycle) launched(instance activities.LaunchResponse) {
+func (w *nodeLifecycle) launched(instance activities.LaunchResponse) Phase {
 	w.state.Instance = &instance
 	w.state.RegistrationDeadline = workflow.Now(w.ctx).Add(w.registrationTimeout())
 	w.logger.Info(fmt.Sprintf("Launched instance: %s, type: %s, zone: %s, hostname: %s",
@@ -91,15 +87,14 @@ func (w *nodeLifecycle) launched(instance activities.LaunchResponse) {
 	w.decide("Launched %s: %s in %s (%s, $%.4f/h)", instance.InstanceID, instance.InstanceType,
 		instance.Zone, instance.CapacityType, instance.PricePerHour)
 	if w.terminationRequested() {
-		w.enterPhase(PhaseTerminating)
-		return
+		return PhaseTerminating
 	}
-	w.enterPhase(PhaseRegistering)
+	return PhaseRegistering
 }
 
 // capacityExhausted ends the node: no option had capacity. The provisioner
 // re-plans its pods, avoiding the offerings that just failed.
-func (w *nodeLifecycle) capacityExhausted() {
+func (w *nodeLifecycle) capacityExhausted() Phase {
 	until := workflow.Now(w.ctx).Add(activities.UnavailableOfferingTTL)
 	unavailable := make([]activities.UnavailableOffering, 0, len(w.state.RejectedOfferings))
 	for _, rejected := range w.state.RejectedOfferings {
@@ -111,19 +106,19 @@ func (w *nodeLifecycle) capacityExhausted() {
 		Requester: "ec2",
 	})
 	w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, UnavailableOfferings: unavailable, Reason: "insufficient capacity"})
-	w.enterPhase(PhaseTerminated)
+	return PhaseTerminated
 }
 
 // launchFailed ends a node whose launch failed for good. An invalid NodeClass
 // is not re-planned at once (it would fail the same way in a loop); the
 // provisioner's resync retries once the NodeClass is fixed.
-func (w *nodeLifecycle) launchFailed(err error) {
+func (w *nodeLifecycle) launchFailed(err error) Phase {
 	w.requestTermination(Termination{Reason: ReasonLaunchFailed, Detail: err.Error()})
 	if !activities.IsInvalidNodeClass(err) {
 		w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "launch failed"})
 	}
 	w.logger.Error("Launch failed", "error", err)
-	w.enterPhase(PhaseTerminated)
+	return PhaseTerminated
 }
 
 func (w *nodeLifecycle) rejectOfferings(keys []activities.OfferingKey, reason string) {

@@ -232,8 +232,8 @@ func (w *nodeLifecycle) stateView() (NodeStateView, error) {
 	if after, enabled := w.spec.ExpireAfter.Get(); enabled {
 		view.ExpiresAt = w.state.CreatedAt.Add(after)
 	}
-	if deadline, ok := w.timers[emptyTTLTimerName]; ok {
-		view.EmptyTTLAt = deadline
+	if w.emptyTTL.pending() {
+		view.EmptyTTLAt = w.emptyTTL.deadline
 	}
 	if w.state.Phase == PhaseRegistering {
 		view.RegistrationDeadline = w.state.RegistrationDeadline
@@ -241,9 +241,7 @@ func (w *nodeLifecycle) stateView() (NodeStateView, error) {
 	if w.state.Phase == PhaseDraining {
 		_, view.DrainDeadline = w.drainParameters()
 	}
-	for _, name := range workflow.DeterministicKeys(w.timers) {
-		view.Timers = append(view.Timers, PendingTimer{Name: name, FiresAt: w.timers[name]})
-	}
+	view.Timers = pendingTimers(w.expiry, w.emptyTTL)
 	return view, nil
 }
 

@@ -21,37 +21,22 @@ const (
 // was leaving goes soon after the sibling is gone.
 const defaultDisruptionRetry = 10 * time.Second
 
-// awaitDisruption is the Ready phase: it waits for whichever comes first —
-// the node staying empty for consolidateAfter, expiry, an interruption, a
-// manual drain, or the Node's deletion — and then moves to Draining. It
-// returns true instead when the run should continue as new.
-func (w *nodeLifecycle) awaitDisruption() (continueAsNew bool) {
-	expiry := w.startExpiryTimer()
+// ready is the Ready phase: it waits for whichever comes first — the node
+// staying empty for consolidateAfter, expiry, an interruption, a manual
+// drain, or the Node's deletion — and then moves to Draining. It returns
+// continueAsNewPhase instead when the run should continue as new.
+func (w *nodeLifecycle) ready() Phase {
+	w.startExpiryTimer()
 	for !w.terminationRequested() {
 		w.syncEmptyTTL()
 		selector := workflow.NewSelector(w.ctx)
 		w.listen(selector)
-		if expiry != nil {
-			selector.AddFuture(expiry, func(f workflow.Future) {
-				expiry = nil
-				delete(w.timers, expiryTimerName)
-				if f.Get(w.ctx, nil) == nil {
-					w.expired()
-				}
-			})
-		}
-		if w.emptyTTL.future != nil {
-			selector.AddFuture(w.emptyTTL.future, func(f workflow.Future) {
-				w.emptyTTL = cancellableTimer{}
-				delete(w.timers, emptyTTLTimerName)
-				w.emptyTTLFired = f.Get(w.ctx, nil) == nil
-			})
-		}
+		w.expiry.addTo(w.ctx, selector, w.expired)
+		w.emptyTTL.addTo(w.ctx, selector, nil)
 		w.selectAll(selector)
 		w.checkCancelled()
 		w.flushOutbox()
-		if w.emptyTTLFired {
-			w.emptyTTLFired = false
+		if w.emptyTTL.takeFired() {
 			w.considerEmptyTermination()
 		}
 		if !w.terminationRequested() && w.shouldContinueAsNew() {
@@ -64,23 +49,22 @@ func (w *nodeLifecycle) awaitDisruption() (continueAsNew bool) {
 				// next run counts consolidateAfter from now, not from its
 				// own start.
 				w.syncEmptyTTL()
-				return true
+				return continueAsNewPhase
 			}
 		}
 	}
-	w.stopEmptyTTL()
-	w.enterPhase(PhaseDraining)
-	return false
+	w.emptyTTL.stop()
+	return PhaseDraining
 }
 
 // startExpiryTimer arms expireAfter, counted from the node's creation (not
 // from this run), so continuing as new never extends a node's life.
-func (w *nodeLifecycle) startExpiryTimer() workflow.Future {
+func (w *nodeLifecycle) startExpiryTimer() {
 	after, enabled := w.spec.ExpireAfter.Get()
 	if !enabled {
-		return nil
+		return
 	}
-	return w.startTimer(expiryTimerName, w.state.CreatedAt.Add(after)).future
+	w.expiry.start(w.ctx, w.state.CreatedAt.Add(after))
 }
 
 func (w *nodeLifecycle) expired() {
@@ -108,30 +92,22 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 		w.state.EmptySince = workflow.Now(w.ctx)
 		w.logger.Info("Added TTL to empty node", "ttl", formatDuration(after))
 		w.decide("Node is empty; terminating after %s unless a pod arrives", formatDuration(after))
-		w.emptyTTL = w.startTimer(emptyTTLTimerName, w.state.EmptySince.Add(after))
-	case empty && w.emptyTTL.future == nil:
+		w.emptyTTL.start(w.ctx, w.state.EmptySince.Add(after))
+	case empty && !w.emptyTTL.pending():
 		// Continued as new while empty, or a disruption budget asked to
 		// wait: resume the countdown from its absolute deadlines.
 		deadline := w.state.EmptySince.Add(after)
 		if w.state.DisruptionRetryAt.After(deadline) {
 			deadline = w.state.DisruptionRetryAt
 		}
-		w.emptyTTL = w.startTimer(emptyTTLTimerName, deadline)
+		w.emptyTTL.start(w.ctx, deadline)
 	case !empty && !w.state.EmptySince.IsZero():
-		w.stopEmptyTTL()
+		w.emptyTTL.stop()
 		w.state.EmptySince = time.Time{}
 		w.state.DisruptionRetryAt = time.Time{}
 		w.logger.Info("Removed TTL from node", "pods", w.state.Pods.NonDaemonSet)
 		w.decide("A pod arrived; empty-node countdown cancelled")
 	}
-}
-
-func (w *nodeLifecycle) stopEmptyTTL() {
-	if w.emptyTTL.cancel != nil {
-		w.emptyTTL.cancel()
-	}
-	w.emptyTTL = cancellableTimer{}
-	delete(w.timers, emptyTTLTimerName)
 }
 
 // considerEmptyTermination runs when the node has been empty for

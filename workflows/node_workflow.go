@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,12 +57,11 @@ type nodeLifecycle struct {
 	// interruption once, however many events arrive.
 	replanSentForInterruption bool
 
-	// timers are the durable timers pending now, for QueryState.
-	timers   map[string]time.Time
-	emptyTTL cancellableTimer
-	// emptyTTLFired is set by the TTL timer's callback and handled by the
-	// main loop (the check runs an activity; callbacks must stay small).
-	emptyTTLFired bool
+	// The Ready phase's durable timers: expireAfter, and consolidateAfter
+	// while the node is empty (its firing is handled by the Ready loop:
+	// the budget check runs an activity, callbacks must stay small).
+	expiry   *durableTimer
+	emptyTTL *durableTimer
 
 	// escalated: an involuntary request (an interruption) arrived after the
 	// termination reason was set; it makes the drain involuntary and
@@ -74,11 +74,6 @@ type nodeLifecycle struct {
 	cancelled bool
 }
 
-type cancellableTimer struct {
-	future workflow.Future
-	cancel workflow.CancelFunc
-}
-
 func newNodeLifecycle(ctx workflow.Context, spec activities.NodeLaunchSpec, resume *NodeState) *nodeLifecycle {
 	w := &nodeLifecycle{
 		ctx:        ctx,
@@ -86,7 +81,8 @@ func newNodeLifecycle(ctx workflow.Context, spec activities.NodeLaunchSpec, resu
 		workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		signals:    newNodeSignals(ctx),
 		wake:       workflow.NewBufferedChannel(ctx, 1),
-		timers:     map[string]time.Time{},
+		expiry:     newDurableTimer(expiryTimerName),
+		emptyTTL:   newDurableTimer(emptyTTLTimerName),
 	}
 	w.logger = log.With(workflow.GetLogger(ctx), "nodeClaim", spec.NodeClaimName, "nodePool", spec.NodePool)
 	if resume != nil {
@@ -97,6 +93,22 @@ func newNodeLifecycle(ctx workflow.Context, spec activities.NodeLaunchSpec, resu
 	return w
 }
 
+// nodePhases is the lifecycle, in order: the step that runs each phase.
+// A step returns the phase to enter next (its own phase is not allowed);
+// only run enters it. Each step lives in the file named after its phase.
+var nodePhases = map[Phase]func(*nodeLifecycle) Phase{
+	PhaseLaunching:    (*nodeLifecycle).launch,     // node_launch.go
+	PhaseRegistering:  (*nodeLifecycle).register,   // node_register.go
+	PhaseInitializing: (*nodeLifecycle).initialize, // node_initialize.go
+	PhaseReady:        (*nodeLifecycle).ready,      // node_ready.go
+	PhaseDraining:     (*nodeLifecycle).drain,      // node_drain.go
+	PhaseTerminating:  (*nodeLifecycle).terminate,  // node_terminate.go
+}
+
+// continueAsNewPhase is not a phase: the Ready step answers it when the run
+// should continue as new, carrying the node, still Ready, to the next run.
+const continueAsNewPhase Phase = "(continue as new)"
+
 // run drives the phases until the node is gone.
 func (w *nodeLifecycle) run() (NodeResult, error) {
 	if w.state.Phase == PhaseLaunching && len(w.state.Decisions) == 0 {
@@ -105,25 +117,16 @@ func (w *nodeLifecycle) run() (NodeResult, error) {
 	w.publish()
 	for w.state.Phase != PhaseTerminated {
 		w.checkCancelled()
-		switch w.state.Phase {
-		case PhaseLaunching:
-			w.launch()
-		case PhaseRegistering:
-			w.register()
-		case PhaseInitializing:
-			w.initialize()
-		case PhaseReady:
-			if continueAsNew := w.awaitDisruption(); continueAsNew {
-				return NodeResult{}, w.continueAsNew()
-			}
-		case PhaseDraining:
-			w.drain()
-		case PhaseTerminating:
-			w.terminate()
-		default:
+		step, known := nodePhases[w.state.Phase]
+		if !known {
 			return NodeResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("node state carries unknown phase %q", w.state.Phase), "UnknownPhase", nil)
 		}
+		next := step(w)
+		if next == continueAsNewPhase {
+			return NodeResult{}, w.continueAsNew()
+		}
+		w.enterPhase(next)
 	}
 	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
 		return NodeResult{}, err
@@ -303,14 +306,6 @@ func (w *nodeLifecycle) selectAll(selector workflow.Selector) {
 	}
 }
 
-// startTimer starts a named, cancellable durable timer until deadline.
-func (w *nodeLifecycle) startTimer(name string, deadline time.Time) cancellableTimer {
-	ctx, cancel := workflow.WithCancel(w.ctx)
-	w.timers[name] = deadline
-	future := workflow.NewTimerWithOptions(ctx, deadline.Sub(workflow.Now(w.ctx)), workflow.TimerOptions{Summary: name})
-	return cancellableTimer{future: future, cancel: cancel}
-}
-
 func earliest(a, b time.Time) time.Time {
 	switch {
 	case a.IsZero():
@@ -320,4 +315,19 @@ func earliest(a, b time.Time) time.Time {
 	default:
 		return b
 	}
+}
+
+func isTimeout(err error) bool {
+	var timeoutErr *temporal.TimeoutError
+	return errors.As(err, &timeoutErr)
+}
+
+// errorDetail is the innermost message of an activity error: the
+// activity's own words, without the SDK's wrapping.
+func errorDetail(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Error()
+	}
+	return err.Error()
 }

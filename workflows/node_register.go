@@ -1,0 +1,60 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// register is the Registering phase: it waits for the instance's Node and
+// adopts it. An instance whose Node never shows up is terminated.
+func (w *nodeLifecycle) register() Phase {
+	instance := w.state.Instance
+	var registered activities.WaitForRegistrationResponse
+	stopped, err := w.executeUnless(w.terminationRequested,
+		waitOptions(workflow.Now(w.ctx), w.state.RegistrationDeadline, "wait for node registration"),
+		activities.WaitForRegistrationActivity,
+		activities.WaitForRegistrationRequest{
+			NodeClaimName: w.spec.NodeClaimName,
+			InstanceID:    instance.InstanceID,
+			ProviderID:    instance.ProviderID,
+			Deadline:      w.state.RegistrationDeadline,
+		}, &registered)
+	switch {
+	case stopped:
+		return PhaseTerminating
+	case activities.IsRegistrationTimeout(err) || isTimeout(err):
+		w.requestTermination(Termination{
+			Reason: ReasonRegistrationTimeout,
+			Detail: fmt.Sprintf("instance %s did not register a Node within %s", instance.InstanceID, formatDuration(w.registrationTimeout())),
+		})
+		return PhaseTerminating
+	case err != nil:
+		w.requestTermination(Termination{Reason: ReasonFailed, Detail: "waiting for registration: " + err.Error()})
+		return PhaseTerminating
+	}
+
+	w.state.NodeName = registered.NodeName
+	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, activities.RegisterNodeRequest{
+		NodeName:      registered.NodeName,
+		NodeClaimName: w.spec.NodeClaimName,
+		NodePool:      w.spec.NodePool,
+		Labels:        w.nodeLabels(),
+		Annotations:   w.spec.Annotations,
+		Taints:        w.spec.Taints,
+		StartupTaints: w.spec.StartupTaints,
+	}, nil)
+	if err != nil {
+		w.requestTermination(Termination{Reason: ReasonFailed, Detail: "registering node " + registered.NodeName + ": " + err.Error()})
+		return PhaseDraining
+	}
+	w.state.RegisteredAt = workflow.Now(w.ctx)
+	w.logger.Info("Registered node", "node", registered.NodeName)
+	w.decide("Registered node %s", registered.NodeName)
+	if w.terminationRequested() {
+		return PhaseDraining
+	}
+	return PhaseInitializing
+}
