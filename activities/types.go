@@ -408,6 +408,10 @@ type InFlightNode struct {
 	InstanceTypes []string  `json:"instanceTypes"`
 	PodKeys       []string  `json:"podKeys,omitempty"`
 	StartedAt     time.Time `json:"startedAt"`
+	// Until is when the node can no longer be registering (its launch and
+	// registration timeouts have passed); zero on entries recorded before
+	// it existed, which the provisioner keeps for its InFlightTTL.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // PlanRequest asks for node plans for a batch.

@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
@@ -20,6 +22,9 @@ func (p *provisioner) runBatch() {
 	p.pruneInFlight(now)
 	if p.resyncTimer != nil && p.resyncTimer.IsReady() {
 		p.resyncDue()
+	}
+	if len(p.unstarted) > 0 && (!p.retryUnstarted() || !p.hasWork()) {
+		return
 	}
 
 	pods, nodes := sortedKeys(p.pendingPods), sortedKeys(p.disruptedNodes)
@@ -37,6 +42,7 @@ func (p *provisioner) runBatch() {
 	// The batch owns this work now; what arrives from here on is the next
 	// batch's.
 	p.pendingPods, p.disruptedNodes = map[string]struct{}{}, map[string]struct{}{}
+	reasons, resync := p.reconcileReasons, p.resync
 	p.reconcileReasons, p.resync = nil, false
 	p.batches++
 	summary := &BatchSummary{Sequence: p.batches, At: now, Pods: len(pods)}
@@ -46,6 +52,13 @@ func (p *provisioner) runBatch() {
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(p.ctx, planOptions()), activities.PlanActivity, request).Get(p.ctx, &plan)
 	if err != nil {
 		summary.Error = "plan: " + err.Error()
+		if p.changed(changeKeepReasonsOnFailedPlan) {
+			// minNodes and a resync must not wait for the next timer.
+			for _, reason := range reasons {
+				p.addReconcileReason(reason)
+			}
+			p.resync = p.resync || resync
+		}
 		p.retryLater(pods, nodes, err)
 		return
 	}
@@ -76,11 +89,17 @@ func (p *provisioner) runBatch() {
 			"nodeClaim", spec.NodeClaimName, "nodePool", spec.NodePool)
 		starts[i] = activities.NodeWorkflowStart{WorkflowID: NodeWorkflowID(spec.Cluster, spec.NodeClaimName), Spec: spec}
 	}
-	var started activities.StartNodeWorkflowsResponse
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(p.ctx, startNodeWorkflowsOptions()), activities.StartNodeWorkflowsActivity,
-		activities.StartNodeWorkflowsRequest{WorkflowType: NodeWorkflowType, TaskQueue: p.nodeTaskQueue(), Nodes: starts}).Get(p.ctx, &started)
+	started, err := p.startNodeWorkflows(starts)
 	if err != nil {
 		summary.Error = "start node workflows: " + err.Error()
+		if !isNonRetryable(err) && p.changed(changeRetryStartsWithSameNames) {
+			// Some of them may have started: they own their pods from now
+			// on, and the rest start under the same names later.
+			p.recordInFlight(starts, now)
+			p.unstarted = starts
+			p.backOff(err)
+			return
+		}
 		var planned []string
 		for _, start := range starts {
 			planned = append(planned, start.Spec.PodKeys...)
@@ -89,16 +108,79 @@ func (p *provisioner) runBatch() {
 		return
 	}
 	summary.Started, summary.AlreadyExisted = len(started.Started), len(started.AlreadyExisted)
+	// Started or already existing, a workflow now owns each plan.
+	p.recordInFlight(starts, now)
+}
+
+func (p *provisioner) startNodeWorkflows(starts []activities.NodeWorkflowStart) (activities.StartNodeWorkflowsResponse, error) {
+	var started activities.StartNodeWorkflowsResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(p.ctx, startNodeWorkflowsOptions()), activities.StartNodeWorkflowsActivity,
+		activities.StartNodeWorkflowsRequest{WorkflowType: NodeWorkflowType, TaskQueue: p.nodeTaskQueue(), Nodes: starts}).Get(p.ctx, &started)
+	return started, err
+}
+
+// retryUnstarted starts again, under the same names, the node workflows of
+// a batch whose StartNodeWorkflows failed; those that did start are
+// reported as already existing. It reports whether the batch may go on to
+// plan: false when the start failed again (after backing off).
+func (p *provisioner) retryUnstarted() bool {
+	starts := p.unstarted
+	started, err := p.startNodeWorkflows(starts)
+	switch {
+	case err == nil:
+		p.logger.Info("Started the node workflows of a failed batch", "started", len(started.Started), "alreadyExisted", len(started.AlreadyExisted))
+		p.unstarted = nil
+		return true
+	case isNonRetryable(err):
+		// Nothing starts these: let their pods be planned again.
+		p.logger.Error("Giving up on the node workflows of a failed batch", "error", err)
+		p.unstarted = nil
+		for _, start := range starts {
+			p.settle(start.Spec.NodeClaimName)
+			for _, key := range start.Spec.PodKeys {
+				p.pendingPods[key] = struct{}{}
+			}
+		}
+		return true
+	}
+	p.backOff(err)
+	return false
+}
+
+// recordInFlight counts each start's node as in flight until its Node
+// registers, its workflow asks for a replan, or it can no longer register.
+func (p *provisioner) recordInFlight(starts []activities.NodeWorkflowStart, now time.Time) {
+	withDeadline := p.changed(changeInFlightUntilRegistration)
 	for _, start := range starts {
-		// Started or already existing, a workflow now owns this plan.
-		p.inFlight = append(p.inFlight, activities.InFlightNode{
+		node := activities.InFlightNode{
 			NodeClaimName: start.Spec.NodeClaimName,
 			NodePool:      start.Spec.NodePool,
 			InstanceTypes: instanceTypeNames(start.Spec.InstanceTypeOptions),
 			PodKeys:       start.Spec.PodKeys,
 			StartedAt:     now,
-		})
+		}
+		if withDeadline {
+			node.Until = now.Add(inFlightBound(start.Spec))
+		}
+		p.inFlight = append(p.inFlight, node)
 	}
+}
+
+// inFlightBound is how long a started node may stay unregistered: its
+// launch may retry for launchOptions' schedule-to-close, then the node
+// workflow waits its registration timeout before giving up; a minute more
+// lets its replan signal arrive first.
+func inFlightBound(spec activities.NodeLaunchSpec) time.Duration {
+	registration := spec.RegistrationTimeout
+	if registration <= 0 {
+		registration = activities.DefaultRegistrationTimeout
+	}
+	return launchOptions().ScheduleToCloseTimeout + registration + time.Minute
+}
+
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
 // completeSpec fills what the planner may leave to the provisioner: the
@@ -116,13 +198,17 @@ func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) ac
 // retryLater puts a failed batch's work back and waits before the next
 // batch, so a broken dependency is not hammered. Signals queue meanwhile.
 func (p *provisioner) retryLater(pods, nodes []string, err error) {
-	p.logger.Error("Batch failed; retrying later", "error", err, "retryIn", formatDuration(planFailureBackoff))
 	for _, key := range pods {
 		p.pendingPods[key] = struct{}{}
 	}
 	for _, node := range nodes {
 		p.disruptedNodes[node] = struct{}{}
 	}
+	p.backOff(err)
+}
+
+func (p *provisioner) backOff(err error) {
+	p.logger.Error("Batch failed; retrying later", "error", err, "retryIn", formatDuration(planFailureBackoff))
 	_ = workflow.Sleep(p.ctx, planFailureBackoff)
 }
 
@@ -153,11 +239,15 @@ func (p *provisioner) settle(nodeClaims ...string) {
 	})
 }
 
-// pruneInFlight forgets in-flight entries older than InFlightTTL: by then
-// their node registered or ended, and a lost signal must not pin capacity
-// forever.
+// pruneInFlight forgets in-flight entries whose node can no longer be
+// registering: by then it registered or ended, and a lost signal must not
+// pin capacity forever. Entries recorded with a deadline (Until) keep it;
+// older ones are kept for InFlightTTL.
 func (p *provisioner) pruneInFlight(now time.Time) {
 	p.inFlight = slices.DeleteFunc(p.inFlight, func(node activities.InFlightNode) bool {
+		if !node.Until.IsZero() {
+			return now.After(node.Until)
+		}
 		return now.Sub(node.StartedAt) > p.input.InFlightTTL
 	})
 }

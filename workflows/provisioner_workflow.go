@@ -19,9 +19,11 @@ const (
 	DefaultResyncInterval       = 5 * time.Minute
 	DefaultBatchesPerRun        = 200
 	DefaultMaxNodePlansPerBatch = 50
-	// DefaultInFlightTTL outlives the registration timeout, after which a
-	// node is either registered (settled by Plan) or gone (settled by its
-	// replan signal); the TTL only catches a lost signal.
+	// DefaultInFlightTTL outlives the default registration timeout, after
+	// which a node is either registered (settled by Plan) or gone (settled
+	// by its replan signal); the TTL only catches a lost signal. It applies
+	// to in-flight entries recorded before they carried their own deadline
+	// (InFlightNode.Until, from the node's registration timeout).
 	DefaultInFlightTTL = 30 * time.Minute
 )
 
@@ -131,6 +133,9 @@ type ProvisionerState struct {
 	InFlight             []activities.InFlightNode        `json:"inFlight,omitempty"`
 	UnavailableOfferings []activities.UnavailableOffering `json:"unavailableOfferings,omitempty"`
 	LastBatch            *BatchSummary                    `json:"lastBatch,omitempty"`
+	// UnstartedNodes are the node workflows of a batch whose start failed;
+	// they are started again under the same names before the next plan.
+	UnstartedNodes []activities.NodeWorkflowStart `json:"unstartedNodes,omitempty"`
 }
 
 // BatchSummary describes the last batch, for QueryProvisionerState.
@@ -191,6 +196,7 @@ type provisioner struct {
 	reconcileReasons []string
 	resync           bool
 	inFlight         []activities.InFlightNode
+	unstarted        []activities.NodeWorkflowStart
 	unavailable      []activities.UnavailableOffering
 	lastBatch        *BatchSummary
 
@@ -223,6 +229,7 @@ func newProvisioner(ctx workflow.Context, input ProvisionerInput) *provisioner {
 		p.inFlight = carried.InFlight
 		p.unavailable = carried.UnavailableOfferings
 		p.lastBatch = carried.LastBatch
+		p.unstarted = carried.UnstartedNodes
 	} else {
 		// The first pass restores every pool's minNodes and picks up pods
 		// that went pending while no provisioner ran.
@@ -245,7 +252,7 @@ func (p *provisioner) run() error {
 }
 
 func (p *provisioner) hasWork() bool {
-	return len(p.pendingPods) > 0 || len(p.disruptedNodes) > 0 || len(p.reconcileReasons) > 0 || p.resync
+	return len(p.pendingPods) > 0 || len(p.disruptedNodes) > 0 || len(p.reconcileReasons) > 0 || p.resync || len(p.unstarted) > 0
 }
 
 // waitForWork blocks until there is something to plan. It reports whether a
@@ -346,6 +353,7 @@ func (p *provisioner) snapshot() *ProvisionerState {
 		InFlight:             p.inFlight,
 		UnavailableOfferings: p.unavailable,
 		LastBatch:            p.lastBatch,
+		UnstartedNodes:       p.unstarted,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/millwright/millwright/activities"
@@ -434,5 +435,152 @@ func TestProvisionerInputValidation(t *testing.T) {
 				t.Errorf("workflow error = %v, want %s naming %q", err, InvalidProvisionerInputErrorType, tc.want)
 			}
 		})
+	}
+}
+
+// startFailsOnce makes the batch's first StartNodeWorkflows activity fail
+// every attempt until its schedule-to-close, after starting the first of
+// its nodes; later activities start what is left.
+func startFailsOnce(h *harness) *int {
+	starters := 0
+	firstActivity := ""
+	started := map[string]bool{}
+	h.env.OnActivity(activities.StartNodeWorkflowsActivity, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.StartNodeWorkflowsRequest) (activities.StartNodeWorkflowsResponse, error) {
+			id := activity.GetInfo(ctx).ActivityID
+			if firstActivity == "" {
+				firstActivity = id
+				starters++
+			}
+			var resp activities.StartNodeWorkflowsResponse
+			for i, node := range req.Nodes {
+				if id == firstActivity && i > 0 {
+					return resp, errors.New("frontend unavailable")
+				}
+				if started[node.WorkflowID] {
+					resp.AlreadyExisted = append(resp.AlreadyExisted, node.WorkflowID)
+					continue
+				}
+				started[node.WorkflowID] = true
+				resp.Started = append(resp.Started, node.WorkflowID)
+			}
+			return resp, nil
+		})
+	return &starters
+}
+
+// Regression (issue 10, defect 3): a failed StartNodeWorkflows batch used to
+// put its pods back to be planned again under new node claim names, so the
+// node that did start launched them a second time.
+func TestFailedStartRetriesTheSameNodeClaims(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a", "default/b"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{
+		Plans: []activities.NodeLaunchSpec{nodePlan("default", "default/a"), nodePlan("default", "default/b")},
+	}, nil).Once()
+	startFailsOnce(h)
+
+	next := h.runProvisioner(provisionerInput(batches(2)))
+
+	if plans := len(h.planRequests()); plans != 1 {
+		t.Errorf("planned %d time(s), want once: the retry must not plan the pods again", plans)
+	}
+	names := map[string]bool{}
+	for _, call := range h.rec.calls(activities.StartNodeWorkflowsActivity) {
+		for _, node := range call.(*activities.StartNodeWorkflowsRequest).Nodes {
+			names[node.Spec.NodeClaimName] = true
+		}
+	}
+	if len(names) != 2 {
+		t.Errorf("node claims started: %v, want the batch's two names reused by the retry", names)
+	}
+	if len(next.State.InFlight) != 2 || len(next.State.UnstartedNodes) != 0 || len(next.State.PendingPods) != 0 {
+		t.Errorf("carried in flight %+v, unstarted %d, pending %v: want both nodes in flight and nothing left to start",
+			next.State.InFlight, len(next.State.UnstartedNodes), next.State.PendingPods)
+	}
+}
+
+// While the retry is pending, the nodes of the failed batch own their pods:
+// a batch planned meanwhile sees them in flight.
+func TestFailedStartCountsItsNodesInFlight(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a", "default/b"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{
+		Plans: []activities.NodeLaunchSpec{nodePlan("default", "default/a"), nodePlan("default", "default/b")},
+	}, nil)
+	startFailsOnce(h)
+
+	next := h.runProvisioner(provisionerInput())
+
+	if len(next.State.InFlight) != 2 || len(next.State.UnstartedNodes) != 2 || len(next.State.PendingPods) != 0 {
+		t.Fatalf("carried in flight %+v, unstarted %d, pending %v: want both nodes in flight and to be started again",
+			next.State.InFlight, len(next.State.UnstartedNodes), next.State.PendingPods)
+	}
+}
+
+// Regression (issue 10, defect 8): a failed planning batch dropped its
+// reconcile reasons and resync, so minNodes waited for the next resync
+// (5 minutes) instead of the 30 s back-off.
+func TestFailedPlanningKeepsResyncAndReconcileReasons(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(h *harness, in *ProvisionerInput)
+	}{
+		{name: "reconcile reason", setup: func(h *harness, _ *ProvisionerInput) {
+			h.signal(time.Second, SignalReconcile, ReconcileRequest{Reason: "NodePool default created"})
+		}},
+		{name: "resync", setup: func(_ *harness, in *ProvisionerInput) { in.State.Resync = true }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newProvisionerHarness(t)
+			input := provisionerInput(batches(2))
+			input.ResyncInterval = 5 * time.Minute
+			tc.setup(h, &input)
+			h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+				Return(activities.PlanResponse{}, temporal.NewNonRetryableApplicationError("informer caches did not sync", "Test", nil)).Once()
+			h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{}, nil).Once()
+
+			next := h.runProvisioner(input)
+
+			requests := h.planRequests()
+			if len(requests) != 2 {
+				t.Fatalf("planned %d batch(es), want 2", len(requests))
+			}
+			if at := next.State.LastBatch.At.Sub(t0); at > time.Minute {
+				t.Errorf("retry batch at t0+%s, want within the back-off, not at the next resync", at)
+			}
+			if requests[0].AllPending != requests[1].AllPending {
+				t.Errorf("allPending %v then %v: the retry must plan what the failed batch planned", requests[0].AllPending, requests[1].AllPending)
+			}
+		})
+	}
+}
+
+// Regression (issue 10, defect 9): in-flight nodes were forgotten after a
+// fixed 30 minutes, so a node with a longer registration timeout still
+// booting was launched again.
+func TestInFlightNodesLastTheirRegistrationTimeout(t *testing.T) {
+	h := newProvisionerHarness(t)
+	slow := nodePlan("default", "default/a")
+	slow.RegistrationTimeout = time.Hour
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+	h.signal(50*time.Minute, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+	h.signal(80*time.Minute, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+		Return(activities.PlanResponse{Plans: []activities.NodeLaunchSpec{slow}}, nil).Once()
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{PlacedOnExisting: 1}, nil)
+
+	h.runProvisioner(provisionerInput(batches(3)))
+
+	requests := h.planRequests()
+	if len(requests) != 3 {
+		t.Fatalf("planned %d batch(es), want 3", len(requests))
+	}
+	if len(requests[1].InFlight) != 1 {
+		t.Errorf("50 minutes after the start of a node with a 1h registration timeout, in flight = %+v, want it", requests[1].InFlight)
+	}
+	if len(requests[2].InFlight) != 0 {
+		t.Errorf("80 minutes after (launch 15m + registration 1h + 1m passed), in flight = %+v, want it forgotten", requests[2].InFlight)
 	}
 }
