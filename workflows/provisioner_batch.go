@@ -52,7 +52,7 @@ func (p *provisioner) runBatch() {
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(p.ctx, planOptions()), activities.PlanActivity, request).Get(p.ctx, &plan)
 	if err != nil {
 		summary.Error = "plan: " + err.Error()
-		if p.changed(changeKeepReasonsOnFailedPlan) {
+		if changed(p.ctx, changeKeepReasonsOnFailedPlan) {
 			// minNodes and a resync must not wait for the next timer.
 			for _, reason := range reasons {
 				p.addReconcileReason(reason)
@@ -92,7 +92,7 @@ func (p *provisioner) runBatch() {
 	started, err := p.startNodeWorkflows(starts)
 	if err != nil {
 		summary.Error = "start node workflows: " + err.Error()
-		if !isNonRetryable(err) && p.changed(changeRetryStartsWithSameNames) {
+		if !isNonRetryable(err) && changed(p.ctx, changeRetryStartsWithSameNames) {
 			// Some of them may have started: they own their pods from now
 			// on, and the rest start under the same names later.
 			p.recordInFlight(starts, now)
@@ -150,7 +150,7 @@ func (p *provisioner) retryUnstarted() bool {
 // recordInFlight counts each start's node as in flight until its Node
 // registers, its workflow asks for a replan, or it can no longer register.
 func (p *provisioner) recordInFlight(starts []activities.NodeWorkflowStart, now time.Time) {
-	withDeadline := p.changed(changeInFlightUntilRegistration)
+	withDeadline := changed(p.ctx, changeInFlightUntilRegistration)
 	for _, start := range starts {
 		node := activities.InFlightNode{
 			NodeClaimName: start.Spec.NodeClaimName,

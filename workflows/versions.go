@@ -12,7 +12,18 @@ type changeID string
 // id here and branches on changed(ctx, id). TestChangeIDs checks that every
 // id is documented and unique.
 const (
-// (no change yet: v0.2 is the first versioned release)
+	// changeRetryStartsWithSameNames (provisioner_batch.go): a failed
+	// StartNodeWorkflows batch is retried with the same node claim names
+	// and its nodes count as in flight meanwhile, instead of re-planning
+	// its pods under new names.
+	changeRetryStartsWithSameNames changeID = "provisioner-retry-starts-same-names"
+	// changeKeepReasonsOnFailedPlan (provisioner_batch.go): a failed
+	// planning batch keeps its resync and reconcile reasons for the retry.
+	changeKeepReasonsOnFailedPlan changeID = "provisioner-keep-reasons-on-failed-plan"
+	// changeInFlightUntilRegistration (provisioner_batch.go): an in-flight
+	// node is kept until its launch bound and registration timeout have
+	// passed (InFlightNode.Until), not for a fixed InFlightTTL.
+	changeInFlightUntilRegistration changeID = "provisioner-in-flight-until-registration"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
