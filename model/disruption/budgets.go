@@ -17,6 +17,11 @@ type poolInfo struct {
 	// live counts nodes not going away (for minNodes); unhealthy those
 	// whose Ready condition is False or Unknown.
 	live, unhealthy int
+	// total counts every managed node of the pool (repair's base); cost and
+	// disruption sum the prices and reschedule costs of the pool's nodes
+	// (the Balanced score's denominators).
+	total            int
+	cost, disruption float64
 	// allowed is what each reason may still disrupt in this Result;
 	// initial what it allowed before any command.
 	allowed, initial map[Reason]int
@@ -41,6 +46,9 @@ func (c *computation) countBudgets() {
 		if pl == nil {
 			continue
 		}
+		pl.total++
+		pl.cost += n.Price
+		pl.disruption += ni.rescheduleCost()
 		if !n.Deleting && !n.Disrupting {
 			pl.live++
 		}
@@ -78,10 +86,15 @@ func (pl *poolInfo) allows(reason Reason, k, removed int) bool {
 	return removed <= 0 || pl.live-removed >= int(pl.spec.Pool.MinNodesOrZero())
 }
 
-// spend records k disruptions for reason, removed of them net removals.
+// spend records k more disrupting nodes, removed of them net removals.
+// A disrupting node uses up the budget of every reason (Karpenter
+// subtracts all disrupting nodes from each reason's allowance); repair
+// spends none (its nodes are not Ready, so they already count).
 func (pl *poolInfo) spend(reason Reason, k, removed int) {
 	if reason != ReasonUnhealthy {
-		pl.allowed[reason] -= k
+		for _, r := range budgetReasons {
+			pl.allowed[r] -= k
+		}
 	}
 	pl.live -= removed
 }

@@ -27,14 +27,15 @@ type computation struct {
 	// byName indexes every input node (managed or not) by Node name.
 	byName map[string]int
 
+	// capacity is where pods can be simulated onto (built by run).
+	capacity *capacity
+
 	commands []Command
-	// taken marks input nodes (by index) a command of this Result disrupts.
-	taken map[int]int
 }
 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, opts: in.Options.withDefaults(), pools: map[string]*poolInfo{},
-		byName: map[string]int{}, taken: map[int]int{}}
+		byName: map[string]int{}}
 	for i := range in.NodePools {
 		np := &in.NodePools[i]
 		if np.Pool == nil {
@@ -51,14 +52,15 @@ func newComputation(in Input) *computation {
 		ni := &nodeInfo{idx: i, node: n, pool: c.pools[n.NodePool], command: -1}
 		c.nodes = append(c.nodes, ni)
 	}
-	c.countBudgets()
 	for _, ni := range c.nodes {
 		c.judge(ni)
 	}
+	c.countBudgets()
 	return c
 }
 
 func (c *computation) run() {
+	c.buildCapacity()
 	c.repair()
 	c.drift()
 	c.emptiness()

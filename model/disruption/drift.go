@@ -9,28 +9,29 @@ import (
 )
 
 // driftOf says how ni drifted from its NodePool and EC2NodeClass ("" when
-// it has not), in Karpenter's order: the template hash (NodePoolDrifted),
-// the class hash (NodeClassDrifted), then what the class resolves to (AMI,
-// subnet, security groups), then the pool's requirements.
+// it has not), in Karpenter's order: the template hash (Karpenter's
+// NodePoolDrifted), the class hash (NodeClassDrifted), then what the class
+// resolves to (AMIDrift, SubnetDrift, SecurityGroupDrift), then the pool's
+// requirements (RequirementsDrifted).
 func (c *computation) driftOf(ni *nodeInfo) string {
 	n, pool := ni.node, ni.pool.spec
 	if n.NodePoolHash != "" && n.NodePoolHashVersion == NodePoolHashVersion &&
 		pool.NodePoolHash != "" && n.NodePoolHash != pool.NodePoolHash {
-		return "NodePoolDrifted: the NodePool's template changed since launch"
+		return "NodePool template changed since launch"
 	}
 	if nc := pool.NodeClass; nc != nil {
 		if n.NodeClassHash != "" && n.NodeClassHashVersion == NodeClassHashVersion &&
 			nc.Hash != "" && n.NodeClassHash != nc.Hash {
-			return fmt.Sprintf("NodeClassDrifted: EC2NodeClass %s changed since launch", nc.Name)
+			return fmt.Sprintf("EC2NodeClass %s changed since launch", nc.Name)
 		}
 		if n.ImageID != "" && len(nc.AMIs) > 0 && !slices.Contains(nc.AMIs, n.ImageID) {
-			return fmt.Sprintf("AMIDrift: AMI %s → %s", n.ImageID, strings.Join(nc.AMIs, ", "))
+			return fmt.Sprintf("AMI %s → %s", n.ImageID, strings.Join(nc.AMIs, ", "))
 		}
 		if n.SubnetID != "" && len(nc.Subnets) > 0 && !slices.Contains(nc.Subnets, n.SubnetID) {
-			return fmt.Sprintf("SubnetDrift: subnet %s is no longer selected", n.SubnetID)
+			return fmt.Sprintf("subnet %s is no longer selected", n.SubnetID)
 		}
 		if len(n.SecurityGroupIDs) > 0 && len(nc.SecurityGroups) > 0 && !sameSet(n.SecurityGroupIDs, nc.SecurityGroups) {
-			return fmt.Sprintf("SecurityGroupDrift: security groups [%s] → [%s]",
+			return fmt.Sprintf("security groups [%s] → [%s]",
 				strings.Join(sortedCopy(n.SecurityGroupIDs), ", "), strings.Join(sortedCopy(nc.SecurityGroups), ", "))
 		}
 	}
@@ -52,9 +53,9 @@ func requirementsDrift(pool *NodePool, labels map[string]string) string {
 		v, ok := canonical[r.Key()]
 		if !r.Matches(v, ok) {
 			if ok {
-				return fmt.Sprintf("RequirementsDrifted: label %s=%s no longer meets the NodePool's requirements", r.Key(), v)
+				return fmt.Sprintf("label %s=%s no longer meets the NodePool's requirements", r.Key(), v)
 			}
-			return fmt.Sprintf("RequirementsDrifted: label %s is missing and the NodePool's requirements need it", r.Key())
+			return fmt.Sprintf("label %s is missing and the NodePool's requirements need it", r.Key())
 		}
 	}
 	return ""

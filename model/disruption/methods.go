@@ -1,10 +1,480 @@
 package disruption
 
-// The disruption methods, in the order Compute runs them. Each appends
-// commands to c.commands and spends the pools' budgets.
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
 
-func (c *computation) repair()                  {}
-func (c *computation) drift()                   {}
-func (c *computation) emptiness()               {}
-func (c *computation) multiNodeConsolidation()  {}
-func (c *computation) singleNodeConsolidation() {}
+	intstr "k8s.io/apimachinery/pkg/util/intstr"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/packer"
+)
+
+// The disruption methods, in the order Compute runs them. Each appends
+// commands (commit) and spends the pools' budgets.
+
+// repair replaces initialized nodes whose Ready condition has been False or
+// Unknown past the toleration (Karpenter's node health controller). Pod
+// protections do not hold a broken node; a pool with more than
+// RepairMaxFraction of its nodes unhealthy is left alone (the fault is
+// likely not the nodes').
+func (c *computation) repair() {
+	for _, ni := range c.nodes {
+		if ni.unhealthy == "" || ni.pool == nil || ni.command >= 0 || !ni.node.Initialized || ni.node.Deleting || ni.node.Disrupting || c.full() {
+			continue
+		}
+		pl := ni.pool
+		pct := intstr.FromString(fmt.Sprintf("%d%%", int(math.Round(c.opts.RepairMaxFraction*100))))
+		limit, _ := intstr.GetScaledValueFromIntOrPercent(&pct, pl.total, true)
+		if pl.unhealthy > limit {
+			ni.refused = fmt.Sprintf("more than %s nodes are unhealthy in the nodepool", pct.String())
+			continue
+		}
+		sim := c.simulate([]*nodeInfo{ni}, launchAny, math.Inf(1))
+		// A broken node goes even if some of its pods find no place.
+		cmd := c.replaceOrDelete(ReasonUnhealthy, []*nodeInfo{ni}, sim.newNodes)
+		cmd.Message = fmt.Sprintf("Unhealthy: %s", ni.unhealthy)
+		c.commit(cmd, []*nodeInfo{ni}, sim.placements)
+	}
+}
+
+// drift replaces drifted nodes, empty ones first, up to the Drifted
+// budget; each is simulated like a consolidation but need not be cheaper.
+// Under a terminationGracePeriod, pods that block eviction do not stop it
+// (Karpenter's eventual disruption).
+func (c *computation) drift() {
+	var cands []*nodeInfo
+	for _, ni := range c.nodes {
+		if ni.drifted == "" || ni.blocked != "" || ni.command >= 0 {
+			continue
+		}
+		if _, tgp := ni.pool.spec.Pool.TerminationGracePeriodDuration(); ni.podBlocked != "" && !tgp {
+			continue
+		}
+		cands = append(cands, ni)
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if a, b := cands[i].empty(), cands[j].empty(); a != b {
+			return a
+		}
+		return c.cheaperToDisrupt(cands[i], cands[j])
+	})
+	for _, ni := range cands {
+		if c.full() {
+			return
+		}
+		if !ni.pool.allows(ReasonDrifted, 1, 0) {
+			ni.refused = budgetMessage(ni.pool, ReasonDrifted)
+			continue
+		}
+		sim := c.simulate([]*nodeInfo{ni}, launchAny, math.Inf(1))
+		if sim.failed != "" {
+			ni.refused = sim.failed
+			continue
+		}
+		cmd := c.replaceOrDelete(ReasonDrifted, []*nodeInfo{ni}, sim.newNodes)
+		cmd.Candidates[0].Why = ni.drifted
+		cmd.Message = "Drifted: " + ni.drifted
+		c.commit(cmd, []*nodeInfo{ni}, sim.placements)
+	}
+}
+
+// replaceOrDelete builds the command whose replacements are plans.
+func (c *computation) replaceOrDelete(reason Reason, cands []*nodeInfo, plans []packer.NodePlan) Command {
+	cmd := Command{Reason: reason, Kind: KindDelete, Candidates: c.candidates(cands)}
+	if len(plans) > 0 {
+		cmd.Kind, cmd.Replacements = KindReplace, plans
+	}
+	cmd.SavingsPerHour = sumPrices(cands) - packer.Result{NewNodes: plans}.TotalPrice()
+	return cmd
+}
+
+// emptiness deletes the empty consolidatable candidates of each pool
+// together, up to the pool's Empty budget (Karpenter's Emptiness).
+func (c *computation) emptiness() {
+	byPool := map[*poolInfo][]*nodeInfo{}
+	var pools []*poolInfo
+	for _, ni := range c.nodes {
+		if !ni.candidate() || !ni.empty() || ni.notConsolidatable != "" {
+			continue
+		}
+		if byPool[ni.pool] == nil {
+			pools = append(pools, ni.pool)
+		}
+		byPool[ni.pool] = append(byPool[ni.pool], ni)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].spec.Pool.Name < pools[j].spec.Pool.Name })
+	for _, pl := range pools {
+		if c.full() {
+			return
+		}
+		cands := byPool[pl]
+		sort.SliceStable(cands, func(i, j int) bool { return c.cheaperToDisrupt(cands[i], cands[j]) })
+		var take []*nodeInfo
+		for _, ni := range cands {
+			if pl.allows(ReasonEmpty, len(take)+1, len(take)+1) {
+				take = append(take, ni)
+			} else {
+				ni.refused = budgetMessage(pl, ReasonEmpty)
+			}
+		}
+		if len(take) == 0 {
+			continue
+		}
+		cmd := Command{Reason: ReasonEmpty, Kind: KindDelete, Candidates: c.candidates(take), SavingsPerHour: sumPrices(take)}
+		cmd.Message = fmt.Sprintf("Empty: %s (%s) saves $%.2f/h", nodesText(len(take)), describeTypes(typesOf(take)), cmd.SavingsPerHour)
+		c.commit(cmd, take, nil)
+	}
+}
+
+// consolidationCandidates are the non-empty candidates consolidation may
+// take, cheapest to disrupt first.
+func (c *computation) consolidationCandidates() []*nodeInfo {
+	var out []*nodeInfo
+	for _, ni := range c.nodes {
+		if !ni.candidate() || ni.empty() || ni.notConsolidatable != "" {
+			continue
+		}
+		np := ni.pool.spec.Pool
+		if np.ConsolidationPolicyOrDefault() == apisv1.ConsolidationPolicyWhenEmpty {
+			ni.refused = fmt.Sprintf("NodePool %q has consolidation policy WhenEmpty, but node is not empty", np.Name)
+			continue
+		}
+		out = append(out, ni)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return c.cheaperToDisrupt(out[i], out[j]) })
+	return out
+}
+
+// multiNodeConsolidation finds the longest prefix of the cheapest-to-disrupt
+// candidates (within budgets, at most MultiNodeMaxCandidates) whose pods fit
+// the other nodes plus at most one cheaper new node, by binary search over
+// the prefix length, as Karpenter does; at least two nodes.
+func (c *computation) multiNodeConsolidation() {
+	if c.full() {
+		return
+	}
+	var cands []*nodeInfo
+	counted := map[*poolInfo]int{}
+	for _, ni := range c.consolidationCandidates() {
+		if len(cands) == c.opts.MultiNodeMaxCandidates {
+			break
+		}
+		if !ni.pool.allows(ReasonUnderutilized, counted[ni.pool]+1, 0) {
+			continue
+		}
+		counted[ni.pool]++
+		cands = append(cands, ni)
+	}
+	if len(cands) < 2 {
+		return
+	}
+	lo, hi := 1, len(cands)-1
+	var best *consolidation
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		if found, _ := c.consolidate(cands[:mid+1]); found != nil {
+			best, lo = found, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best != nil {
+		c.commit(best.cmd, best.cands, best.placements)
+	}
+}
+
+// singleNodeConsolidation tries every remaining candidate alone: delete it
+// if its pods fit elsewhere, else replace it by one cheaper node. Pools take
+// turns so one large pool does not starve the others (Karpenter's order).
+func (c *computation) singleNodeConsolidation() {
+	cands := c.consolidationCandidates()
+	byPool := map[string][]*nodeInfo{}
+	var names []string
+	for _, ni := range cands {
+		if byPool[ni.node.NodePool] == nil {
+			names = append(names, ni.node.NodePool)
+		}
+		byPool[ni.node.NodePool] = append(byPool[ni.node.NodePool], ni)
+	}
+	sort.Strings(names)
+	var order []*nodeInfo
+	for i := 0; len(order) < len(cands); i++ {
+		for _, name := range names {
+			if i < len(byPool[name]) {
+				order = append(order, byPool[name][i])
+			}
+		}
+	}
+	for _, ni := range order {
+		if c.full() {
+			return
+		}
+		if ni.command >= 0 {
+			continue
+		}
+		if !ni.pool.allows(ReasonUnderutilized, 1, 0) {
+			ni.refused = budgetMessage(ni.pool, ReasonUnderutilized)
+			continue
+		}
+		if why := c.scoreRefusal([]*nodeInfo{ni}, ni.node.Price); why != "" {
+			ni.refused = why // even deleting it would not be worth it
+			continue
+		}
+		found, why := c.consolidate([]*nodeInfo{ni})
+		if found == nil {
+			ni.refused = why
+			continue
+		}
+		c.commit(found.cmd, found.cands, found.placements)
+	}
+}
+
+// consolidation is a consolidation found for some candidates.
+type consolidation struct {
+	cmd        Command
+	cands      []*nodeInfo
+	placements []packer.Placement
+}
+
+// consolidate decides whether cands can go: deleted when their pods fit on
+// the other nodes, or replaced by one node cheaper than all of them
+// together. It returns nil and why not otherwise (Karpenter's words).
+func (c *computation) consolidate(cands []*nodeInfo) (*consolidation, string) {
+	price := sumPrices(cands)
+	removed := len(cands)
+	mode, unpriced := launchOneCheaper, ""
+	for _, ni := range cands {
+		if ni.node.Price <= 0 {
+			mode, unpriced = launchNothing, fmt.Sprintf("Instance Type %q has no known price", ni.node.InstanceType)
+		}
+	}
+	sim := c.simulate(cands, mode, price)
+	if sim.failed == "" && len(sim.newNodes) == 0 {
+		if !c.poolsAllow(cands, removed) {
+			return nil, "deleting it would take the NodePool below minNodes"
+		}
+		if why := c.scoreRefusal(cands, price); why != "" {
+			return nil, why
+		}
+		cmd := Command{Reason: ReasonUnderutilized, Kind: KindDelete, Candidates: c.candidates(cands), SavingsPerHour: price}
+		cmd.Message = fmt.Sprintf("Underutilized: %s (%s) deleted, their pods fit on other nodes, saves $%.2f/h", nodesText(len(cands)), describeTypes(typesOf(cands)), price)
+		return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
+	}
+	switch {
+	case unpriced != "":
+		return nil, unpriced
+	case sim.failed != "":
+		return nil, "Can't replace with a cheaper node"
+	case len(sim.newNodes) != 1:
+		return nil, fmt.Sprintf("Can't remove without creating %d candidates", len(sim.newNodes))
+	}
+	plan := sim.newNodes[0]
+	limit := price
+	if len(cands) > 1 {
+		limit = min(limit, sameTypeLimit(cands, plan.Options))
+	}
+	opts := cheaperOptions(plan.Options, limit)
+	if allSpot(cands) && len(opts) > 0 && opts[0].CapacityType == apisv1.CapacityTypeSpot {
+		if c.opts.DisableSpotToSpot {
+			return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+		}
+		opts = spotOnly(opts)
+		if len(cands) == 1 {
+			if len(opts) < MinSpotToSpotOptions {
+				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, len(opts))
+			}
+			opts = opts[:MinSpotToSpotOptions]
+		}
+	}
+	if len(opts) == 0 {
+		return nil, "Can't replace with a cheaper node"
+	}
+	plan = withOptions(plan, opts)
+	savings := price - plan.Price
+	if savings < c.opts.MinSavingsPerHour {
+		return nil, fmt.Sprintf("Replacing saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
+	}
+	if why := c.scoreRefusal(cands, savings); why != "" {
+		return nil, why
+	}
+	if !c.poolsAllow(cands, removed) {
+		return nil, "replacing would take the NodePool below minNodes"
+	}
+	cmd := Command{Reason: ReasonUnderutilized, Kind: KindReplace, Candidates: c.candidates(cands),
+		Replacements: []packer.NodePlan{plan}, SavingsPerHour: savings}
+	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), plan.InstanceType, savings)
+	return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
+}
+
+// poolsAllow checks minNodes for removing cands (net of one replacement
+// counted in its own pool by the caller's budget; conservative here).
+func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
+	per := map[*poolInfo]int{}
+	for _, ni := range cands {
+		per[ni.pool]++
+	}
+	for pl, n := range per {
+		if !pl.allows(ReasonUnderutilized, n, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// scoreRefusal applies the Balanced score (savings share of the pool's cost
+// over disruption share of the pool's disruption ≥ 1/k), per pool of the
+// candidates; "" when every pool approves or the score is off.
+func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64) string {
+	k := c.opts.ConsolidationThreshold
+	if k < 0 {
+		return ""
+	}
+	total := sumPrices(cands)
+	per := map[*poolInfo][]*nodeInfo{}
+	var pools []*poolInfo
+	for _, ni := range cands {
+		if per[ni.pool] == nil {
+			pools = append(pools, ni.pool)
+		}
+		per[ni.pool] = append(per[ni.pool], ni)
+	}
+	for _, pl := range pools {
+		if pl.cost <= 0 || pl.disruption <= 0 {
+			continue
+		}
+		poolSavings := savings
+		if total > 0 && len(pools) > 1 {
+			poolSavings = savings * sumPrices(per[pl]) / total
+		}
+		disruption := 0.0
+		for _, ni := range per[pl] {
+			disruption += ni.rescheduleCost()
+		}
+		sf, df := poolSavings/pl.cost, disruption/pl.disruption
+		score := math.Inf(1)
+		if df > 0 {
+			score = sf / df
+		}
+		if sf <= 0 {
+			score = 0
+		}
+		if threshold := 1 / float64(k); score < threshold {
+			return fmt.Sprintf("Not worth the disruption: saves %.1f%% of NodePool %q's cost for %.1f%% of its disruption (score %.2f < %.2f)",
+				sf*100, pl.spec.Pool.Name, df*100, score, threshold)
+		}
+	}
+	return ""
+}
+
+// sameTypeLimit is, for a multi-node replace, the lowest price among the
+// candidates whose instance type is among the options: replacing several
+// nodes by one of the same type must be cheaper than that type
+// (Karpenter's filterOutSameInstanceType).
+func sameTypeLimit(cands []*nodeInfo, opts []packer.InstanceTypeOption) float64 {
+	limit := math.Inf(1)
+	for _, o := range opts {
+		for _, ni := range cands {
+			if ni.node.InstanceType == o.InstanceType && ni.node.Price > 0 {
+				limit = min(limit, ni.node.Price)
+			}
+		}
+	}
+	return limit
+}
+
+func cheaperOptions(opts []packer.InstanceTypeOption, limit float64) []packer.InstanceTypeOption {
+	var out []packer.InstanceTypeOption
+	for _, o := range opts {
+		if o.Price < limit {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func spotOnly(opts []packer.InstanceTypeOption) []packer.InstanceTypeOption {
+	var out []packer.InstanceTypeOption
+	for _, o := range opts {
+		if o.CapacityType == apisv1.CapacityTypeSpot {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// withOptions narrows plan to opts (cheapest first) and launches opts[0].
+func withOptions(plan packer.NodePlan, opts []packer.InstanceTypeOption) packer.NodePlan {
+	plan.Options = opts
+	plan.InstanceType, plan.CapacityType, plan.Price = opts[0].InstanceType, opts[0].CapacityType, opts[0].Price
+	var cts []string
+	for _, o := range opts {
+		if !slices.Contains(cts, o.CapacityType) {
+			cts = append(cts, o.CapacityType)
+		}
+	}
+	plan.CapacityTypes = cts
+	return plan
+}
+
+func allSpot(cands []*nodeInfo) bool {
+	for _, ni := range cands {
+		if ni.node.CapacityType != apisv1.CapacityTypeSpot {
+			return false
+		}
+	}
+	return true
+}
+
+// cheaperToDisrupt orders candidates: lowest disruption cost first, then
+// the more expensive node (more to save), then by name.
+func (c *computation) cheaperToDisrupt(a, b *nodeInfo) bool {
+	if a.cost != b.cost {
+		return a.cost < b.cost
+	}
+	if a.node.Price != b.node.Price {
+		return a.node.Price > b.node.Price
+	}
+	return a.node.Name < b.node.Name
+}
+
+func (c *computation) candidates(nis []*nodeInfo) []Candidate {
+	out := make([]Candidate, len(nis))
+	for i, ni := range nis {
+		n := ni.node
+		out[i] = Candidate{ClaimName: n.ClaimName, NodeName: n.Name, NodePool: n.NodePool, InstanceType: n.InstanceType,
+			CapacityType: n.CapacityType, Price: n.Price, Pods: ni.podKeys(), DisruptionCost: ni.cost}
+	}
+	return out
+}
+
+func sumPrices(nis []*nodeInfo) float64 {
+	total := 0.0
+	for _, ni := range nis {
+		total += ni.node.Price
+	}
+	return total
+}
+
+func typesOf(nis []*nodeInfo) []string {
+	out := make([]string, len(nis))
+	for i, ni := range nis {
+		out[i] = ni.node.InstanceType
+	}
+	return out
+}
+
+func nodesText(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
+}
+
+// budgetMessage says a budget stops the pool (Karpenter's
+// DisruptionBlocked wording for a pool's budget).
+func budgetMessage(pl *poolInfo, reason Reason) string {
+	return fmt.Sprintf("No allowed disruptions for disruption reason %s due to blocking budget (NodePool=%s)", reason, pl.spec.Pool.Name)
+}

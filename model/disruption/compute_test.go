@@ -1,0 +1,354 @@
+package disruption_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
+	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// summary renders a command as "Reason/kind [candidates] → [type/capacity ...]".
+func summary(cmd disruption.Command) string {
+	var names, repl []string
+	for _, c := range cmd.Candidates {
+		names = append(names, c.NodeName)
+	}
+	for _, r := range cmd.Replacements {
+		repl = append(repl, r.InstanceType+"/"+r.CapacityType)
+	}
+	s := fmt.Sprintf("%s/%s [%s]", cmd.Reason, cmd.Kind, strings.Join(names, " "))
+	if len(repl) > 0 {
+		s += " → [" + strings.Join(repl, " ") + "]"
+	}
+	return s
+}
+
+func summaries(r disruption.Result) []string {
+	var out []string
+	for _, c := range r.Commands {
+		out = append(out, summary(c))
+	}
+	return out
+}
+
+func verdictOf(r disruption.Result, name string) (disruption.Verdict, bool) {
+	for _, v := range r.Verdicts {
+		if v.NodeName == name {
+			return v, true
+		}
+	}
+	return disruption.Verdict{}, false
+}
+
+type computeCase struct {
+	name string
+	// source names the Karpenter test the case follows.
+	source string
+	in     disruption.Input
+	want   []string
+	// verdicts: node name → substring of its verdict's message.
+	verdicts map[string]string
+}
+
+func runCases(t *testing.T, cases []computeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := disruption.Compute(tc.in)
+			if got := summaries(r); !slices.Equal(got, tc.want) {
+				t.Errorf("commands:\n got %q\nwant %q", got, tc.want)
+				for _, c := range r.Commands {
+					t.Logf("  %s", c.Message)
+				}
+				for _, v := range r.Verdicts {
+					t.Logf("  verdict %s: %s %s", v.NodeName, v.Event, v.Message)
+				}
+			}
+			for name, want := range tc.verdicts {
+				v, ok := verdictOf(r, name)
+				if !ok {
+					t.Errorf("no verdict for %s", name)
+					continue
+				}
+				if !strings.Contains(v.Message, want) {
+					t.Errorf("verdict of %s = %q (event %q), want it to contain %q", name, v.Message, v.Event, want)
+				}
+			}
+			checkDisjoint(t, r)
+		})
+	}
+}
+
+// checkDisjoint: no node is in two commands.
+func checkDisjoint(t *testing.T, r disruption.Result) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, c := range r.Commands {
+		for _, cand := range c.Candidates {
+			if seen[cand.NodeName] {
+				t.Errorf("node %s is in two commands", cand.NodeName)
+			}
+			seen[cand.NodeName] = true
+		}
+	}
+}
+
+func TestConsolidation(t *testing.T) {
+	cheapLarge := instanceType("c.large-cheap", 8, 32, 0.38, 0.15)
+	withThreshold := func(in disruption.Input, k int) disruption.Input { in.Options.ConsolidationThreshold = k; return in }
+	withMinSavings := func(in disruption.Input, v float64) disruption.Input {
+		in.Options.ConsolidationThreshold, in.Options.MinSavingsPerHour = -1, v
+		return in
+	}
+	noSpotToSpot := func(in disruption.Input) disruption.Input { in.Options.DisableSpotToSpot = true; return in }
+	spotPool := pool("default", launchTypes(manySpotTypes(20)), spotLaunches)
+	inFlight := func(in disruption.Input, n packer.Node) disruption.Input {
+		in.InFlight = append(in.InFlight, n)
+		return in
+	}
+	pending := func(in disruption.Input, p ...*corev1.Pod) disruption.Input {
+		in.PendingPods = append(in.PendingPods, p...)
+		return in
+	}
+	threeCPU, _ := scheduling.ParseResources("cpu", "3", "memory", "12Gi", "pods", "100")
+
+	runCases(t, []computeCase{
+		{
+			name:   "a node whose pods fit on another node is deleted",
+			source: "consolidation_test.go: Delete / can delete nodes",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi"))),
+				node("n2", "default", "c.large", running(pods(6, "b", "1", "1Gi")...))),
+			want:     []string{"Underutilized/delete [n1]"},
+			verdicts: map[string]string{"n2": "Can't replace with a cheaper node"},
+		},
+		{
+			name:   "a node is replaced by one cheaper node",
+			source: "consolidation_test.go: Replace / can replace node",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...))),
+			want: []string{"Underutilized/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "an on-demand node may be replaced by a spot node",
+			source: "consolidation_test.go: Replace / can replace nodes if another nodePool returns no instance types (on-demand → spot)",
+			in: input(pools(pool("default", spotLaunches)),
+				node("n1", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...))),
+			want: []string{"Underutilized/replace [n1] → [c.small/spot]"},
+		},
+		{
+			name:   "no replacement when nothing cheaper fits",
+			source: "consolidation_test.go: Replace / won't replace node if any spot replacement is more expensive",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.small", running(pods(2, "a", "1", "1Gi")...))),
+			verdicts: map[string]string{"n1": "Can't replace with a cheaper node"},
+		},
+		{
+			name:   "spot→spot needs 15 cheaper options",
+			source: "consolidation_test.go: Replace / spot to spot consolidation: cannot replace spot with spot if less than minimum InstanceTypes flexibility",
+			in: input(pools(spotPool),
+				node("n1", "default", "s.10", running(pod("a", "1", "1Gi")))),
+			verdicts: map[string]string{"n1": "requires 15 cheaper instance type options than the current candidate to consolidate, got 10"},
+		},
+		{
+			name:   "spot→spot with 19 cheaper options replaces, launching among the 15 cheapest",
+			source: "consolidation_test.go: Replace / spot to spot consolidation: can replace spot with spot, truncating options to 15",
+			in: input(pools(spotPool),
+				node("n1", "default", "s.19", running(pod("a", "1", "1Gi")))),
+			want: []string{"Underutilized/replace [n1] → [s.00/spot]"},
+		},
+		{
+			name:     "spot→spot off",
+			source:   "consolidation_test.go: Replace / spot to spot consolidation: cannot replace spot with spot if the feature gate is off",
+			in:       noSpotToSpot(input(pools(spotPool), node("n1", "default", "s.19", running(pod("a", "1", "1Gi"))))),
+			verdicts: map[string]string{"n1": "SpotToSpotConsolidation is disabled"},
+		},
+		{
+			name:   "multi-node: three nodes replaced by one",
+			source: "consolidation_test.go: Multi-Node / can merge 3 nodes into 1",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.xlarge", running(pod("a", "2", "1Gi"))),
+				node("n2", "default", "c.xlarge", running(pod("b", "2", "1Gi"))),
+				node("n3", "default", "c.xlarge", running(pod("c", "2", "1Gi")))),
+			want: []string{"Underutilized/replace [n1 n2 n3] → [c.large/on-demand]"},
+		},
+		{
+			name:   "multi-node: several nodes deleted when their pods fit the rest",
+			source: "consolidation_test.go: Multi-Node / can delete multiple nodes",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi"))),
+				node("n2", "default", "c.large", running(pod("b", "1", "1Gi"))),
+				node("n3", "default", "c.large", running(pods(4, "c", "1", "1Gi")...))),
+			want: []string{"Underutilized/delete [n1 n2]"},
+		},
+		{
+			name:   "multi-node does not replace nodes by one of their own type",
+			source: "consolidation_test.go: Multi-Node / won't merge 2 nodes into 1 of the same type",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "3", "1Gi"))),
+				node("n2", "default", "c.medium", running(pod("b", "3", "1Gi")))),
+			want: []string{"Underutilized/replace [n1] → [c.medium/on-demand]"},
+		},
+		{
+			name:   "pods may move onto in-flight capacity",
+			source: "consolidation_test.go: Delete / can delete nodes, considers in-flight nodeclaims",
+			in: inFlight(input(pools(pool("default")), node("n1", "default", "c.medium", running(pod("a", "1", "1Gi")))),
+				packer.Node{Name: "claim-1", NodePool: "default", Labels: map[string]string{apisv1.LabelNodePool: "default"}, Available: threeCPU}),
+			want: []string{"Underutilized/delete [n1]"},
+		},
+		{
+			name:   "pending pods take free room before a candidate's pods",
+			source: "consolidation_test.go: Pending pods / doesn't delete a node whose room pending pods need",
+			in: pending(input(pools(pool("default", consolidateAfter("1m"))),
+				node("n1", "default", "c.medium", running(pod("a", "2", "1Gi"))),
+				node("n2", "default", "c.medium", running(pod("b", "2", "1Gi")), lastPodEvent(now))),
+				pod("pending", "2", "1Gi")),
+			want: []string{"Underutilized/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "the Balanced score refuses a replacement that saves little",
+			source: "balanced_test.go: rejects moves below the 1/k threshold",
+			in: input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))),
+			verdicts: map[string]string{"n1": "Not worth the disruption"},
+		},
+		{
+			name:   "with the score off, any saving is taken",
+			source: "consolidation_test.go: Replace / can replace node (pre-balanced behaviour)",
+			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), -1),
+			want: []string{"Underutilized/replace [n1] → [c.large-cheap/on-demand]"},
+		},
+		{
+			name:   "an explicit $/h floor refuses small savings",
+			source: "Millwright: Options.MinSavingsPerHour",
+			in: withMinSavings(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), 0.05),
+			verdicts: map[string]string{"n1": "below the $0.05/h threshold"},
+		},
+	})
+}
+
+func TestCandidateFiltering(t *testing.T) {
+	runCases(t, []computeCase{
+		{
+			name:     "not initialized",
+			source:   "consolidation_test.go: won't consolidate a node that isn't initialized",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", uninitialized)),
+			verdicts: map[string]string{"n1": "node isn't initialized"},
+		},
+		{
+			name:     "deleting",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates that are deleting",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", deleting)),
+			verdicts: map[string]string{"n1": "node is deleting or marked for deletion"},
+		},
+		{
+			name:     "nominated for pending pods",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates that are nominated",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", nominatedUntil(now.Add(5*time.Second)))),
+			verdicts: map[string]string{"n1": "node is nominated for a pending pod"},
+		},
+		{
+			name:   "nomination expired",
+			source: "suite_test.go: Candidate Filtering / should consider candidates whose nomination expired",
+			in:     input(pools(pool("default")), node("n1", "default", "c.large", nominatedUntil(now.Add(-time.Second)))),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:     "karpenter.sh/do-not-disrupt on the node",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates that have do-not-disrupt on nodes",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", annotated("karpenter.sh/do-not-disrupt", "true"))),
+			verdicts: map[string]string{"n1": `disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation`},
+		},
+		{
+			name:   "millwright.dev/do-not-disrupt on a pod",
+			source: "suite_test.go: Candidate Filtering / should not consider candidates that have do-not-disrupt pods scheduled",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated("millwright.dev/do-not-disrupt", "true")))),
+				node("n2", "default", "c.large", running(pods(2, "b", "1", "1Gi")...))),
+			want:     []string{"Underutilized/delete [n2]"}, // n1 stays, and takes n2's pods
+			verdicts: map[string]string{"n1": `pod default/a has "millwright.dev/do-not-disrupt" annotation`},
+		},
+		{
+			name:   "do-not-disrupt for a duration still running",
+			source: "Millwright: a do-not-disrupt duration counts from the pod's start",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", startedAt(now.Add(-30*time.Minute)), podAnnotated("karpenter.sh/do-not-disrupt", "1h"))))),
+			verdicts: map[string]string{"n1": "annotation until 2026-12-01T12:30:00Z"},
+		},
+		{
+			name:   "do-not-disrupt for a duration that has passed",
+			source: "Millwright: a do-not-disrupt duration counts from the pod's start",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", startedAt(now.Add(-2*time.Hour)), podAnnotated("karpenter.sh/do-not-disrupt", "1h"))))),
+			want: []string{"Underutilized/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:     "a PDB allowing no eviction",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates that have fully blocking PDBs",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", pdbBlocked(pod("a", "1", "1Gi"), "default/web"))),
+			verdicts: map[string]string{"n1": "pdb default/web prevents pod evictions"},
+		},
+		{
+			name:     "two PDBs on one pod",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates that have multiple PDBs on the same pod",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", pdbBlocked(pod("a", "1", "1Gi"), "default/a", "default/b"))),
+			verdicts: map[string]string{"n1": "eviction does not support multiple PDBs"},
+		},
+		{
+			name:     "consolidateAfter counts from the last pod event",
+			source:   "nodeclaim/disruption/consolidation_test.go: should not mark consolidatable before consolidateAfter since the last pod event",
+			in:       input(pools(pool("default", consolidateAfter("5m"))), node("n1", "default", "c.large", lastPodEvent(now.Add(-time.Minute)))),
+			verdicts: map[string]string{"n1": "consolidateAfter 5m0s has not passed since the last pod event (1m0s ago)"},
+		},
+		{
+			name:   "consolidateAfter passed",
+			source: "nodeclaim/disruption/consolidation_test.go: should mark consolidatable after consolidateAfter",
+			in:     input(pools(pool("default", consolidateAfter("5m"))), node("n1", "default", "c.large", lastPodEvent(now.Add(-6*time.Minute)))),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:     "consolidateAfter Never",
+			source:   "emptiness_test.go: should not consider candidates when consolidation is disabled",
+			in:       input(pools(pool("default", consolidateAfter("Never"))), node("n1", "default", "c.large")),
+			verdicts: map[string]string{"n1": `NodePool "default" has consolidation disabled`},
+		},
+		{
+			name:   "WhenEmpty does not consolidate non-empty nodes",
+			source: "consolidation_test.go: should not consolidate when policy is WhenEmpty and the node is not empty",
+			in: input(pools(pool("default", policy(apisv1.ConsolidationPolicyWhenEmpty))),
+				node("n1", "default", "c.xlarge", running(pod("a", "1", "1Gi"))),
+				node("n2", "default", "c.xlarge")),
+			want:     []string{"Empty/delete [n2]"},
+			verdicts: map[string]string{"n1": "has consolidation policy WhenEmpty, but node is not empty"},
+		},
+		{
+			name:   "a consolidation replacement is not consolidated within its consolidateAfter",
+			source: "Millwright anti-churn: launched-by-consolidation",
+			in: input(pools(pool("default", consolidateAfter("10m"))),
+				node("n1", "default", "c.xlarge", running(pod("a", "1", "1Gi")), launchedByConsolidation(now.Add(-5*time.Minute)))),
+			verdicts: map[string]string{"n1": "launched by consolidation 5m0s ago"},
+		},
+		{
+			name:   "DaemonSet pods do not make a node non-empty",
+			source: "emptiness_test.go: can delete empty nodes with DaemonSet pods",
+			in:     input(pools(pool("default")), node("n1", "default", "c.large", running(pod("ds", "100m", "100Mi", daemonSetPod)))),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:     "nodes of an unknown pool are not candidates",
+			source:   "suite_test.go: Candidate Filtering / should not consider candidates without a NodePool",
+			in:       input(pools(pool("default")), node("n1", "gone", "c.large")),
+			verdicts: map[string]string{"n1": "NodePool not found (NodePool=gone)"},
+		},
+	})
+}
