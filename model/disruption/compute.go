@@ -2,6 +2,8 @@ package disruption
 
 import (
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Compute decides the commands to run now for in. It never fails: a node or
@@ -30,12 +32,21 @@ type computation struct {
 	// capacity is where pods can be simulated onto (built by run).
 	capacity *capacity
 
+	// facts caches pods' requests and requirements.
+	facts map[*corev1.Pod]*podFacts
+	// podClass, classIndex and classes group pods by namespace and labels
+	// (relevance.go).
+	podClass   map[*corev1.Pod]int
+	classIndex map[string]int
+	classes    []labelClass
+
 	commands []Command
 }
 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, opts: in.Options.withDefaults(), pools: map[string]*poolInfo{},
-		byName: map[string]int{}}
+		byName: map[string]int{}, facts: map[*corev1.Pod]*podFacts{},
+		podClass: map[*corev1.Pod]int{}, classIndex: map[string]int{}}
 	for i := range in.NodePools {
 		np := &in.NodePools[i]
 		if np.Pool == nil {

@@ -262,3 +262,11 @@ func input(pools []disruption.NodePool, nodes ...disruption.Node) disruption.Inp
 }
 
 func pools(ps ...disruption.NodePool) []disruption.NodePool { return ps }
+
+func requests(p *corev1.Pod) scheduling.Resources {
+	r, err := scheduling.EffectiveRequests(p)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}

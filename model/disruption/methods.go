@@ -277,15 +277,21 @@ func (c *computation) consolidate(cands []*nodeInfo) (*consolidation, string) {
 		limit = min(limit, sameTypeLimit(cands, plan.Options))
 	}
 	opts := cheaperOptions(plan.Options, limit)
-	if allSpot(cands) && len(opts) > 0 && opts[0].CapacityType == apisv1.CapacityTypeSpot {
-		if c.opts.DisableSpotToSpot {
-			return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
-		}
+	if len(opts) > 0 && opts[0].CapacityType == apisv1.CapacityTypeSpot {
 		opts = spotOnly(opts)
-		if len(cands) == 1 {
-			if len(opts) < MinSpotToSpotOptions {
+		if allSpot(cands) {
+			if c.opts.DisableSpotToSpot {
+				return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+			}
+			if len(cands) == 1 && len(opts) < MinSpotToSpotOptions {
 				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, len(opts))
 			}
+		}
+		// A spot launch may land on any option: keeping the cheapest
+		// MinSpotToSpotOptions means the node it becomes never has that
+		// many cheaper options, so it cannot be replaced again at once
+		// (Karpenter truncates spot→spot; we also truncate on-demand→spot).
+		if len(opts) > MinSpotToSpotOptions {
 			opts = opts[:MinSpotToSpotOptions]
 		}
 	}
@@ -305,7 +311,11 @@ func (c *computation) consolidate(cands []*nodeInfo) (*consolidation, string) {
 	}
 	cmd := Command{Reason: ReasonUnderutilized, Kind: KindReplace, Candidates: c.candidates(cands),
 		Replacements: []packer.NodePlan{plan}, SavingsPerHour: savings}
-	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), plan.InstanceType, savings)
+	what := plan.InstanceType
+	if plan.CapacityType == apisv1.CapacityTypeSpot {
+		what += " (spot)"
+	}
+	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), what, savings)
 	return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
 }
 

@@ -21,6 +21,8 @@ import (
 // Result already gave to the pods they move.
 type capacity struct {
 	nodes []packer.Node
+	// labels are the nodes' canonical labels (hostname included).
+	labels []map[string]string
 	// byName indexes nodes.
 	byName map[string]int
 	// excluded marks nodes (by index into nodes) a command removes.
@@ -54,7 +56,7 @@ func (c *computation) buildCapacity() {
 			}
 			continue
 		}
-		cp.add(packerNode(n))
+		cp.add(c.packerNode(n))
 	}
 	for _, n := range c.in.InFlight {
 		n.InFlight = true
@@ -72,35 +74,37 @@ func (c *computation) buildCapacity() {
 func (cp *capacity) add(n packer.Node) {
 	cp.byName[n.Name] = len(cp.nodes)
 	cp.nodes = append(cp.nodes, n)
+	labels := scheduling.CanonicalLabels(n.Labels)
+	if _, ok := labels[scheduling.LabelHostname]; !ok {
+		labels[scheduling.LabelHostname] = n.Name
+	}
+	cp.labels = append(cp.labels, labels)
 	cp.excluded = append(cp.excluded, false)
 }
 
 // place puts placed pods on their nodes (in nodes, indexed by byName).
-func place(nodes []packer.Node, byName map[string]int, placements []packer.Placement) {
+func (c *computation) place(nodes []packer.Node, byName map[string]int, placements []packer.Placement) {
 	for _, pl := range placements {
 		i, ok := byName[pl.Node]
 		if !ok {
 			continue
 		}
 		n := &nodes[i]
-		req, _ := scheduling.EffectiveRequests(pl.Pod)
-		n.Available = n.Available.Sub(req)
+		n.Available = n.Available.Sub(c.requests(pl.Pod))
 		n.Pods = append(n.Pods[:len(n.Pods):len(n.Pods)], pl.Pod)
 	}
 }
 
 // packerNode is a registered node as capacity: allocatable minus the
 // requests of its active pods.
-func packerNode(n *Node) packer.Node {
+func (c *computation) packerNode(n *Node) packer.Node {
 	avail := n.Allocatable
 	var pods []*corev1.Pod
 	for _, p := range n.Pods {
 		if p.Pod == nil || !active(p.Pod) {
 			continue
 		}
-		if req, err := scheduling.EffectiveRequests(p.Pod); err == nil {
-			avail = avail.Sub(req)
-		}
+		avail = avail.Sub(c.requests(p.Pod))
 		pods = append(pods, p.Pod)
 	}
 	return packer.Node{Name: n.Name, NodePool: n.NodePool, Labels: n.Labels, Taints: n.Taints, Available: avail, Pods: pods}
@@ -153,8 +157,8 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		return simulation{}
 	}
 	pods := append(slices.Clip(cp.first), moving...)
-	minReq := smallestRequest(pods)
-	nodes := make([]packer.Node, 0, len(cp.nodes))
+	minReq := c.smallestRequest(pods)
+	var usable []int
 	for i, n := range cp.nodes {
 		if skip[i] || cp.excluded[i] {
 			continue
@@ -162,26 +166,57 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		if !cp.topology && !roomFor(n.Available, minReq) {
 			continue
 		}
-		nodes = append(nodes, n)
-	}
-	r, err := packer.Pack(packer.Input{Pods: pods, Nodes: nodes})
-	if err != nil {
-		return simulation{failed: err.Error()}
+		usable = append(usable, i)
 	}
 	isMoving := make(map[*corev1.Pod]bool, len(moving))
 	for _, pod := range moving {
 		isMoving[pod] = true
 	}
+	placed, unplaced := c.quickFit(pods, usable)
+	var topoNodes []packer.Node
+	if cp.topology {
+		// The quick fit ignores topology, so it is only a first sieve: when
+		// it leaves moving pods over that no launch this simulation may
+		// make could take, the packer would not do better.
+		var over []*corev1.Pod
+		for _, pod := range unplaced {
+			if isMoving[pod] {
+				over = append(over, pod)
+			}
+		}
+		if len(over) > 0 && (mode == launchNothing ||
+			(mode == launchOneCheaper && len(c.launchPools(maxPrice, c.sumRequests(over), c.altsOf(over))) == 0)) {
+			return simulation{failed: c.unplacedText(over)}
+		}
+		relevant := c.relevantClasses(pods)
+		topoNodes = make([]packer.Node, 0, len(usable))
+		for _, i := range usable {
+			n := cp.nodes[i]
+			n.Pods = c.relevantPods(n.Pods, relevant)
+			if len(n.Pods) == 0 && !roomFor(n.Available, minReq) {
+				continue
+			}
+			topoNodes = append(topoNodes, n)
+		}
+		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes})
+		if err != nil {
+			return simulation{failed: err.Error()}
+		}
+		placed, unplaced = r.Placements, nil
+		for _, u := range r.Unschedulable {
+			unplaced = append(unplaced, u.Pod)
+		}
+	}
 	var s simulation
-	for _, pl := range r.Placements {
+	for _, pl := range placed {
 		if isMoving[pl.Pod] {
 			s.placements = append(s.placements, pl)
 		}
 	}
-	var left []packer.Unschedulable
-	for _, u := range r.Unschedulable {
-		if isMoving[u.Pod] {
-			left = append(left, u)
+	var left []*corev1.Pod
+	for _, pod := range unplaced {
+		if isMoving[pod] {
+			left = append(left, pod)
 		}
 	}
 	if len(left) == 0 {
@@ -190,39 +225,45 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	var pools []packer.NodePool
 	switch mode {
 	case launchOneCheaper:
-		pools = c.launchPools(maxPrice, requestsOf(left))
+		pools = c.launchPools(maxPrice, c.sumRequests(left), c.altsOf(left))
 	case launchAny:
-		pools = c.launchPools(math.Inf(1), scheduling.Resources{})
+		pools = c.launchPools(math.Inf(1), scheduling.Resources{}, nil)
 	}
 	if len(pools) == 0 {
-		s.failed = unschedulableText(left)
+		s.failed = c.unplacedText(left)
 		return s
 	}
-	// The rest go on new nodes, beside the remaining nodes as the first
-	// pass left them (their pods count for topology).
-	byName := make(map[string]int, len(nodes))
-	for i, n := range nodes {
-		byName[n.Name] = i
+	// The rest go on new nodes; with topology, beside the remaining nodes
+	// as the first pass left them (their pods count in the constraints).
+	var after []packer.Node
+	if cp.topology {
+		after = slices.Clone(topoNodes)
+		byName := make(map[string]int, len(after))
+		for k, n := range after {
+			byName[n.Name] = k
+		}
+		c.place(after, byName, placed)
 	}
-	after := slices.Clone(nodes)
-	place(after, byName, r.Placements)
-	rest := make([]*corev1.Pod, len(left))
-	for i, u := range left {
-		rest[i] = u.Pod
-	}
-	r2, err := packer.Pack(packer.Input{Pods: rest, DaemonSetPods: c.in.DaemonSetPods, NodePools: pools, Nodes: after})
+	r2, err := packer.Pack(packer.Input{Pods: left, DaemonSetPods: c.in.DaemonSetPods, NodePools: pools, Nodes: after})
 	if err != nil {
 		s.failed = err.Error()
 		return s
 	}
-	for _, pl := range r2.Placements {
-		s.placements = append(s.placements, pl)
-	}
+	s.placements = append(s.placements, r2.Placements...)
 	s.newNodes = r2.NewNodes
 	if len(r2.Unschedulable) > 0 {
 		s.failed = unschedulableText(r2.Unschedulable)
 	}
 	return s
+}
+
+// unplacedText says why pods left over by the first pass found no place.
+func (c *computation) unplacedText(pods []*corev1.Pod) string {
+	more := ""
+	if len(pods) > 1 {
+		more = fmt.Sprintf(" (and %d other pod(s))", len(pods)-1)
+	}
+	return fmt.Sprintf("pod %s cannot be rescheduled: no remaining node has room for it and no NodePool can launch for it%s", podKey(pods[0]), more)
 }
 
 func unschedulableText(us []packer.Unschedulable) string {
@@ -233,21 +274,20 @@ func unschedulableText(us []packer.Unschedulable) string {
 	return fmt.Sprintf("pod %s cannot be rescheduled: %s%s", podKey(us[0].Pod), us[0].Reason, more)
 }
 
-func requestsOf(us []packer.Unschedulable) scheduling.Resources {
+func (c *computation) sumRequests(pods []*corev1.Pod) scheduling.Resources {
 	var sum scheduling.Resources
-	for _, u := range us {
-		req, _ := scheduling.EffectiveRequests(u.Pod)
-		sum = sum.Add(req)
+	for _, pod := range pods {
+		sum = sum.Add(c.requests(pod))
 	}
 	return sum
 }
 
 // smallestRequest is the least cpu and memory any of pods requests.
-func smallestRequest(pods []*corev1.Pod) scheduling.Resources {
+func (c *computation) smallestRequest(pods []*corev1.Pod) scheduling.Resources {
 	var least scheduling.Resources
 	least[scheduling.IndexCPU], least[scheduling.IndexMemory] = math.MaxInt64, math.MaxInt64
 	for _, pod := range pods {
-		req, _ := scheduling.EffectiveRequests(pod)
+		req := c.requests(pod)
 		least[scheduling.IndexCPU] = min(least[scheduling.IndexCPU], req[scheduling.IndexCPU])
 		least[scheduling.IndexMemory] = min(least[scheduling.IndexMemory], req[scheduling.IndexMemory])
 	}
@@ -280,7 +320,7 @@ func (c *computation) commit(cmd Command, cands []*nodeInfo, placements []packer
 			removed[pl]--
 		}
 	}
-	place(c.capacity.nodes, c.capacity.byName, placements)
+	c.place(c.capacity.nodes, c.capacity.byName, placements)
 	for pl := range removed {
 		if pl != nil {
 			pl.spend(cmd.Reason, disrupted[pl], removed[pl])
@@ -288,12 +328,18 @@ func (c *computation) commit(cmd Command, cands []*nodeInfo, placements []packer
 	}
 }
 
+// maxReplacementTypes bounds the instance types a one-node replacement is
+// chosen among (the cheapest that hold the pods): the packer picks the
+// cheapest anyway, and lists at most packer.MaxInstanceTypeOptions.
+const maxReplacementTypes = 100
+
 // launchPools are the launchable pools' packer views for a simulation.
 // With a finite maxPrice (a consolidation replace) each pool may launch one
-// node, of an instance type with an available offering cheaper than
-// maxPrice whose allocatable holds all of need: with every type able to
-// take all the pods, the packer picks the cheapest.
-func (c *computation) launchPools(maxPrice float64, need scheduling.Resources) []packer.NodePool {
+// node, of one of its cheapest instance types with an available offering
+// under maxPrice whose allocatable holds all of need and whose labels suit
+// every pod (alts, per pod): with every type able to take all the pods,
+// the packer picks the cheapest.
+func (c *computation) launchPools(maxPrice float64, need scheduling.Resources, alts [][]scheduling.Requirements) []packer.NodePool {
 	one := !math.IsInf(maxPrice, 1)
 	var out []packer.NodePool
 	for i := range c.in.NodePools {
@@ -306,7 +352,7 @@ func (c *computation) launchPools(maxPrice float64, need scheduling.Resources) [
 			lp.Name = np.Pool.Name
 		}
 		if one {
-			lp.InstanceTypes = cheaperTypes(lp.InstanceTypes, maxPrice, need)
+			lp.InstanceTypes = cheaperTypes(lp.InstanceTypes, maxPrice, need, alts)
 			lp.Limits = maps.Clone(lp.Limits)
 			if lp.Limits == nil {
 				lp.Limits = corev1.ResourceList{}
@@ -325,17 +371,78 @@ func (c *computation) launchPools(maxPrice float64, need scheduling.Resources) [
 	return out
 }
 
-func cheaperTypes(types []*catalog.InstanceType, maxPrice float64, need scheduling.Resources) []*catalog.InstanceType {
-	var out []*catalog.InstanceType
+// cheaperTypes are the types (at most maxReplacementTypes, cheapest first)
+// with an available offering under maxPrice that hold need and suit alts.
+func cheaperTypes(types []*catalog.InstanceType, maxPrice float64, need scheduling.Resources, alts [][]scheduling.Requirements) []*catalog.InstanceType {
+	type priced struct {
+		it    *catalog.InstanceType
+		price float64
+	}
+	var keep []priced
 	for _, it := range types {
-		if !need.Fits(it.Allocatable) {
+		if !need.Fits(it.Allocatable) || !typeSuits(it, alts) {
 			continue
 		}
+		cheapest := math.Inf(1)
 		for _, o := range it.Offerings {
 			if o.Available && o.Price < maxPrice {
-				out = append(out, it)
+				cheapest = min(cheapest, o.Price)
+			}
+		}
+		if !math.IsInf(cheapest, 1) {
+			keep = append(keep, priced{it, cheapest})
+		}
+	}
+	sort.SliceStable(keep, func(i, j int) bool { return keep[i].price < keep[j].price })
+	out := make([]*catalog.InstanceType, 0, min(len(keep), maxReplacementTypes))
+	for _, k := range keep[:min(len(keep), maxReplacementTypes)] {
+		out = append(out, k.it)
+	}
+	return out
+}
+
+// typeSuits reports whether every pod (its alternatives) admits the type's
+// own labels; keys the type does not define (zone, capacity type, custom
+// labels) are left to the packer.
+func typeSuits(it *catalog.InstanceType, pods [][]scheduling.Requirements) bool {
+	for _, alts := range pods {
+		ok := false
+		for _, alt := range alts {
+			if altAdmits(alt, it.Labels) {
+				ok = true
 				break
 			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func altAdmits(alt scheduling.Requirements, labels map[string]string) bool {
+	for _, r := range alt.Items() {
+		if v, ok := labels[r.Key()]; ok && !r.Matches(v, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// altsOf lists the distinct requirement alternatives of pods.
+func (c *computation) altsOf(pods []*corev1.Pod) [][]scheduling.Requirements {
+	seen := map[string]bool{}
+	var out [][]scheduling.Requirements
+	for _, pod := range pods {
+		alts := c.factsOf(pod).alts
+		var key strings.Builder
+		for _, a := range alts {
+			key.WriteString(a.String())
+			key.WriteByte('|')
+		}
+		if !seen[key.String()] {
+			seen[key.String()] = true
+			out = append(out, alts)
 		}
 	}
 	return out

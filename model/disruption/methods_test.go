@@ -1,0 +1,311 @@
+package disruption_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
+)
+
+func TestEmptinessAndBudgets(t *testing.T) {
+	empty := func(names ...string) []disruption.Node {
+		var out []disruption.Node
+		for _, n := range names {
+			out = append(out, node(n, "default", "c.large"))
+		}
+		return out
+	}
+	in := func(p disruption.NodePool, nodes ...disruption.Node) disruption.Input {
+		return input(pools(p), nodes...)
+	}
+	daily := "@daily"
+	noon := "0 12 * * *"
+	hour := apisv1.Duration("1h")
+	window := func(nodes, schedule string) apisv1.Budget {
+		return apisv1.Budget{Nodes: nodes, Schedule: &schedule, Duration: &hour}
+	}
+	runCases(t, []computeCase{
+		{
+			name:   "all empty nodes of a pool go in one command",
+			source: "emptiness_test.go: can delete multiple empty nodes",
+			in:     in(pool("default"), empty("n1", "n2", "n3")...),
+			want:   []string{"Empty/delete [n1 n2 n3]"},
+		},
+		{
+			name:     "up to the budget",
+			source:   "emptiness_test.go: Budgets / should allow 2 nodes to be deleted",
+			in:       in(pool("default", budgets(budget("2"))), empty("n1", "n2", "n3")...),
+			want:     []string{"Empty/delete [n1 n2]"},
+			verdicts: map[string]string{"n3": "No allowed disruptions for disruption reason Empty due to blocking budget"},
+		},
+		{
+			name:   "a percentage rounds up",
+			source: "nodepool_budgets_test.go: should round up the allowed disruptions (10% of 5 nodes = 1)",
+			in:     in(pool("default", budgets(budget("10%"))), empty("n1", "n2", "n3", "n4", "n5")...),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "a zero budget blocks",
+			source: "emptiness_test.go: Budgets / should not allow any nodes to be deleted with a budget of 0",
+			in:     in(pool("default", budgets(budget("0"))), empty("n1", "n2")...),
+		},
+		{
+			name:   "the most restrictive budget wins",
+			source: "nodepool_budgets_test.go: should return the minimum of the budgets",
+			in:     in(pool("default", budgets(budget("100%"), budget("1"))), empty("n1", "n2")...),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "a budget for another reason does not apply",
+			source: "emptiness_test.go: Budgets / should only consider budgets for the Empty reason",
+			in:     in(pool("default", budgets(budget("0", apisv1.DisruptionReasonDrifted), budget("100%"))), empty("n1", "n2")...),
+			want:   []string{"Empty/delete [n1 n2]"},
+		},
+		{
+			name:   "a budget for Empty only leaves Underutilized alone",
+			source: "consolidation_test.go: Budgets / should allow Underutilized disruptions when Empty is blocked",
+			in: in(pool("default", budgets(budget("0", apisv1.DisruptionReasonEmpty), budget("100%"))),
+				node("n1", "default", "c.large"),
+				node("n2", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...))),
+			// n1 stays (Empty is blocked) and takes n2's pods.
+			want:     []string{"Underutilized/delete [n2]"},
+			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
+		},
+		{
+			name:   "a NotReady node uses up budget",
+			source: "suite_test.go: Budgets / should count NotReady nodes as disrupting",
+			in: in(pool("default", budgets(budget("1"))),
+				append(empty("n1", "n2"), node("n3", "default", "c.large", notReady(corev1.ConditionFalse, now.Add(-time.Minute))))...),
+		},
+		{
+			name:   "a deleting node uses up budget",
+			source: "suite_test.go: Budgets / should count deleting nodes as disrupting",
+			in:     in(pool("default", budgets(budget("1"))), append(empty("n1", "n2"), node("n3", "default", "c.large", deleting))...),
+		},
+		{
+			name:   "uninitialized nodes are not the budget's base",
+			source: "suite_test.go: Budgets / should not count uninitialized nodes towards the total",
+			in: in(pool("default", budgets(budget("50%"))),
+				append(empty("n1", "n2"), node("n3", "default", "c.large", uninitialized), node("n4", "default", "c.large", uninitialized))...),
+			want: []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "a scheduled budget outside its window does not apply",
+			source: "nodepool_budgets_test.go: should ignore budgets whose schedule is not active",
+			in:     in(pool("default", budgets(window("0", daily))), empty("n1")...),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "a scheduled budget inside its window applies",
+			source: "nodepool_budgets_test.go: should consider budgets whose schedule is active",
+			in:     in(pool("default", budgets(window("0", noon))), empty("n1")...),
+		},
+		{
+			name:   "minNodes holds the pool's floor",
+			source: "Millwright: minNodes",
+			in:     in(pool("default", minNodes(2)), empty("n1", "n2", "n3")...),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "budgets are per pool",
+			source: "emptiness_test.go: Budgets / should allow all nodes from each nodePool to be deleted",
+			in: input(pools(pool("a", budgets(budget("1"))), pool("b")),
+				node("a1", "a", "c.large"), node("a2", "a", "c.large"), node("b1", "b", "c.large"), node("b2", "b", "c.large")),
+			want: []string{"Empty/delete [a1]", "Empty/delete [b1 b2]"},
+		},
+		{
+			name:   "empty and underutilized commands share one budget",
+			source: "suite_test.go: Budgets / disrupting nodes count against every reason",
+			in: in(pool("default", budgets(budget("1"))),
+				node("n1", "default", "c.large"),
+				node("n2", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...))),
+			want: []string{"Empty/delete [n1]"},
+		},
+	})
+}
+
+func TestDrift(t *testing.T) {
+	base := pool("default")
+	class := disruption.NodeClass{Name: "default", Hash: "class-1", AMIs: []string{"ami-b"}, Subnets: []string{"subnet-1", "subnet-2"}, SecurityGroups: []string{"sg-1"}}
+	withClass := pool("default", nodeClass(class))
+	current := stamped(base.NodePoolHash, "class-1")
+	oldVersion := func(n *disruption.Node) { n.NodePoolHashVersion = "v0" }
+	in := func(p disruption.NodePool, nodes ...disruption.Node) disruption.Input {
+		return input(pools(p), nodes...)
+	}
+	busy := running(pods(2, "a", "1", "1Gi")...)
+	runCases(t, []computeCase{
+		{
+			name:     "a changed NodePool template drifts its nodes",
+			source:   "staticdrift_test.go: should detect drift when the NodePool hash changes",
+			in:       in(base, node("n1", "default", "c.large", busy, stamped("old", ""))),
+			want:     []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+			verdicts: map[string]string{"n1": ""},
+		},
+		{
+			name:   "another hash version is not drift",
+			source: "staticdrift_test.go: should not detect drift when the hash versions differ",
+			in:     in(base, node("n1", "default", "c.large", busy, stamped("old", ""), oldVersion, consolidationOff)),
+		},
+		{
+			name:   "an unstamped node is not drifted",
+			source: "staticdrift_test.go: should not detect drift when the NodeClaim has no hash",
+			in:     in(base, node("n1", "default", "c.large", busy, consolidationOff)),
+		},
+		{
+			name:   "a changed EC2NodeClass drifts",
+			source: "karpenter-provider-aws drift_test.go: should return drifted if the EC2NodeClass hash changed",
+			in:     in(withClass, node("n1", "default", "c.large", busy, stamped(base.NodePoolHash, "class-0"))),
+			want:   []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "an AMI no longer resolved drifts",
+			source: "karpenter-provider-aws drift_test.go: should return drifted if the AMI is not valid",
+			in:     in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-a", "subnet-1", "sg-1"))),
+			want:   []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "a subnet no longer selected drifts",
+			source: "karpenter-provider-aws drift_test.go: should return drifted if the subnet is not valid",
+			in:     in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-b", "subnet-9", "sg-1"))),
+			want:   []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "other security groups drift",
+			source: "karpenter-provider-aws drift_test.go: should return drifted if the security groups are not valid",
+			in:     in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-b", "subnet-1", "sg-1", "sg-2"))),
+			want:   []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "nothing changed: no drift",
+			source: "karpenter-provider-aws drift_test.go: should not return drifted if nothing changed",
+			in:     in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-b", "subnet-2", "sg-1"), consolidationOff)),
+		},
+		{
+			name:   "labels that no longer meet the requirements drift",
+			source: "nodeclaim/disruption/drift_test.go: should detect drift when the NodePool requirements change",
+			in: in(pool("default", requirement(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeSpot), spotLaunches),
+				node("n1", "default", "c.large", busy)),
+			want: []string{"Drifted/replace [n1] → [c.small/spot]"},
+		},
+		{
+			name:   "an empty drifted node is deleted",
+			source: "drift_test.go: should disrupt empty drifted nodes",
+			in:     in(base, node("n1", "default", "c.large", stamped("old", ""), consolidationOff)),
+			want:   []string{"Drifted/delete [n1]"},
+		},
+		{
+			name:   "drift stays within the Drifted budget, empty nodes first",
+			source: "drift_test.go: Budgets / should only allow 1 node to be disrupted",
+			in: in(pool("default", budgets(budget("1", apisv1.DisruptionReasonDrifted), budget("100%")), consolidateAfter("Never")),
+				node("n1", "default", "c.large", busy, stamped("old", "")),
+				node("n2", "default", "c.large", stamped("old", ""))),
+			want: []string{"Drifted/delete [n2]"},
+		},
+		{
+			name:     "a do-not-disrupt pod holds a drifted node",
+			source:   "drift_test.go: should not disrupt nodes with do-not-disrupt pods",
+			in:       in(pool("default", consolidateAfter("Never")), node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"))), stamped("old", ""))),
+			verdicts: map[string]string{"n1": "do-not-disrupt"},
+		},
+		{
+			name:   "under a terminationGracePeriod blocking pods do not hold drift",
+			source: "drift_test.go: should disrupt nodes with do-not-disrupt pods when terminationGracePeriod is set",
+			in: in(pool("default", consolidateAfter("Never"), terminationGracePeriod("1h")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"))), stamped("old", ""))),
+			want: []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+	})
+	r := disruption.Compute(in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-a", "subnet-1", "sg-1"))))
+	if got, want := r.Commands[0].Message, "Drifted: AMI ami-a → ami-b"; got != want {
+		t.Errorf("message = %q, want %q", got, want)
+	}
+}
+
+// consolidationOff keeps a node out of consolidation by a recent pod event
+// (pools in these tests consolidate after 0s, so give them a window).
+func consolidationOff(n *disruption.Node) {
+	n.NominatedUntil = time.Time{}
+	n.LastPodEventAt = now.Add(time.Hour)
+}
+
+func TestRepair(t *testing.T) {
+	sick := func(name string, since time.Duration) disruption.Node {
+		return node(name, "default", "c.large", running(pod(name+"-a", "1", "1Gi")), notReady(corev1.ConditionUnknown, now.Add(-since)), consolidationOff)
+	}
+	healthy := func(name string) disruption.Node {
+		return node(name, "default", "c.large", running(pods(6, name, "1", "1Gi")...), consolidationOff)
+	}
+	runCases(t, []computeCase{
+		{
+			name:   "NotReady past the toleration is replaced",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy past the toleration",
+			in:     input(pools(pool("default")), sick("n1", 31*time.Minute), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),
+			want:   []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:     "NotReady within the toleration is left",
+			source:   "node/health/suite_test.go: should not delete nodes within the toleration",
+			in:       input(pools(pool("default")), sick("n1", 29*time.Minute), healthy("n2")),
+			verdicts: map[string]string{"n1": ""},
+		},
+		{
+			name:   "a node with nowhere for its pods is replaced",
+			source: "node/health/suite_test.go: should replace an unhealthy node",
+			in:     input(pools(pool("default")), sick("n1", time.Hour), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5"), healthy("n6"), healthy("n7")),
+			want:   []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:     "more than 20% of the pool unhealthy: nothing is repaired",
+			source:   "node/health/suite_test.go: should not delete nodes when more than 20% of the nodepool is unhealthy",
+			in:       input(pools(pool("default")), sick("n1", time.Hour), sick("n2", time.Hour), healthy("n3"), healthy("n4"), healthy("n5")),
+			verdicts: map[string]string{"n1": "more than 20% nodes are unhealthy in the nodepool"},
+		},
+		{
+			name:   "do-not-disrupt does not hold a broken node",
+			source: "node/health/suite_test.go: should delete unhealthy nodes with do-not-disrupt",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", annotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"), notReady(corev1.ConditionFalse, now.Add(-time.Hour))),
+				healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),
+			want: []string{"Unhealthy/delete [n1]"},
+		},
+	})
+}
+
+func TestDisruptionCostOrder(t *testing.T) {
+	// n1 and n2 could each go onto n3; the budget allows one.
+	important := pod("a", "1", "1Gi", priority(1_000_000_000))
+	cases := []computeCase{
+		{
+			name:   "a high-priority pod makes its node costlier to disrupt",
+			source: "consolidation_test.go: should consider pod priority in disruption cost",
+			in: input(pools(pool("default", budgets(budget("1")))),
+				node("n1", "default", "c.medium", running(important)),
+				node("n2", "default", "c.medium", running(pod("b", "1", "1Gi"))),
+				node("n3", "default", "c.large", running(pods(2, "c", "1", "1Gi")...), consolidationOff)),
+			want: []string{"Underutilized/delete [n2]"},
+		},
+		{
+			name:   "a pod deletion cost makes its node costlier to disrupt",
+			source: "consolidation_test.go: should consider pod deletion cost in disruption cost",
+			in: input(pools(pool("default", budgets(budget("1")))),
+				node("n1", "default", "c.medium", running(pod("a", "1", "1Gi", podAnnotated(corev1.PodDeletionCost, "1000000000")))),
+				node("n2", "default", "c.medium", running(pod("b", "1", "1Gi"))),
+				node("n3", "default", "c.large", running(pods(2, "c", "1", "1Gi")...), consolidationOff)),
+			want: []string{"Underutilized/delete [n2]"},
+		},
+		{
+			name:   "a node near expiry is cheaper to disrupt",
+			source: "consolidation_test.go: should consider node lifetime remaining in disruption cost",
+			in: input(pools(pool("default", budgets(budget("1")))),
+				node("n1", "default", "c.medium", running(pod("a", "1", "1Gi"))),
+				node("n2", "default", "c.medium", running(pod("b", "1", "1Gi")), createdAt(now.Add(-700*time.Hour))),
+				node("n3", "default", "c.large", running(pods(2, "c", "1", "1Gi")...), consolidationOff)),
+			want: []string{"Underutilized/delete [n2]"},
+		},
+	}
+	runCases(t, cases)
+}
