@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 )
 
 // evictionJitter spreads the retries of PDB-refused evictions by up to this
@@ -120,32 +121,13 @@ func (a *Activities) cordon(ctx context.Context, req activities.DrainRequest, lo
 	}
 	if changed {
 		logger.Info("Cordoned node", zap.String("taint", disruptedTaint.ToString()))
-		a.recordNodeEvent(ctx, node, "Draining", fmt.Sprintf("Draining node: %s", req.Reason))
+		a.events.Publish(events.Event{
+			InvolvedObject: events.NodeRef(node.Name, node.UID), Type: corev1.EventTypeNormal,
+			Reason: events.Draining, Message: "Draining node: " + req.Reason,
+			DedupeValues: []string{string(node.UID), events.Draining},
+		})
 	}
 	return nil
-}
-
-// recordNodeEvent publishes a Normal Event about node. Events are best
-// effort: a failure is logged, never returned.
-func (a *Activities) recordNodeEvent(ctx context.Context, node *corev1.Node, reason, message string) {
-	now := metav1.NewTime(a.clock.Now())
-	event := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-		},
-		Reason:              reason,
-		Message:             message,
-		Type:                corev1.EventTypeNormal,
-		Source:              corev1.EventSource{Component: "millwright"},
-		ReportingController: "millwright.dev/node-lifecycle",
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-	}
-	if _, err := a.clientset.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, event, metav1.CreateOptions{}); err != nil {
-		a.logger.Warn("Could not record event", zap.String("node", node.Name), zap.String("reason", reason), zap.Error(err))
-	}
 }
 
 // nodeDrain is one Drain execution's state between polls.

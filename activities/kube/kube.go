@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities/events"
 )
 
 // Defaults for Config's optional fields.
@@ -51,6 +53,9 @@ type Config struct {
 	// disruption decisions (the worker's own namespace in a cluster).
 	// Default DefaultLeaseNamespace.
 	LeaseNamespace string
+	// Events publishes the node lifecycle's Kubernetes events. Default:
+	// events.Discard.
+	Events events.Recorder
 }
 
 // InvalidConfigError names the Config field that makes it unusable.
@@ -82,6 +87,7 @@ type Activities struct {
 	evictionRetryInitial time.Duration
 	evictionRetryMax     time.Duration
 	leaseNamespace       string
+	events               events.Recorder
 
 	// nodes is a shared Node informer indexed by spec.providerID. It is
 	// started on first use, so a worker that never runs a waiting activity
@@ -117,6 +123,7 @@ func New(cfg Config) (*Activities, error) {
 		evictionRetryInitial: cfg.EvictionRetryInitial,
 		evictionRetryMax:     cfg.EvictionRetryMax,
 		leaseNamespace:       cfg.LeaseNamespace,
+		events:               cfg.Events,
 		stop:                 make(chan struct{}),
 	}
 	if a.clock == nil {
@@ -124,6 +131,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if a.logger == nil {
 		a.logger = zap.NewNop()
+	}
+	if a.events == nil {
+		a.events = events.Discard
 	}
 	if a.leaseNamespace == "" {
 		a.leaseNamespace = DefaultLeaseNamespace

@@ -24,6 +24,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/activities/events"
 	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/activities/nodeworkflows"
 	"github.com/millwright/millwright/activities/planning"
@@ -64,6 +65,10 @@ type Config struct {
 	// disruption decisions: the worker's own namespace. Default
 	// kube.DefaultLeaseNamespace.
 	LeaseNamespace string
+
+	// Events publishes the activities' Kubernetes events (events.Broadcast).
+	// Default: events.Discard.
+	Events events.Recorder
 
 	// Optional tuning; zero values take each part's default.
 	KubePollInterval        time.Duration
@@ -128,7 +133,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	kubeActivities, err := kube.New(kube.Config{
 		Clientset: cfg.Kubernetes, Dynamic: cfg.Dynamic, Clock: cfg.Clock, Logger: cfg.Logger,
-		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace,
+		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace, Events: cfg.Events,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("millwright activities: %w", err)

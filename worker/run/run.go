@@ -19,19 +19,16 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/activities/events"
 	"github.com/millwright/millwright/activities/millwright"
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/worker/interruption"
@@ -159,6 +156,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("worker: Pricing client: %w", err)
 	}
+	// Events (deduplicated, rate limited, then aggregated by client-go's
+	// correlator) from the activities and the watchers alike.
+	recorder, stopEvents := events.Broadcast(ctx, kubeClient, cfg.Clock)
+	defer stopEvents()
 	acts, err := millwright.New(millwright.Config{
 		Cluster: cloud.ClusterInfo{
 			Name: cfg.ClusterName, Endpoint: cfg.ClusterEndpoint, CertificateAuthority: cfg.ClusterCA,
@@ -175,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:              logger,
 		RegistrationTimeout: cfg.RegistrationTimeout,
 		LeaseNamespace:      cfg.LeaseNamespace,
+		Events:              recorder,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: activities: %w", err)
@@ -194,10 +196,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "millwright"})
 	poolWatcher, err := watch.NewPoolWatcher(dynamicFactory, provisioner, recorder, logger.Named("nodepools"))
 	if err != nil {
 		return err

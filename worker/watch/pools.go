@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/millwright/millwright/activities/events"
 	"github.com/millwright/millwright/activities/planning"
 	v1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/workflows"
@@ -25,8 +25,18 @@ const (
 	ReasonInvalidEC2NodeClass = "InvalidEC2NodeClass"
 	// ReasonUnsupportedSetting: a valid setting Millwright does not act on
 	// yet; the pool is used, the setting ignored.
-	ReasonUnsupportedSetting = "UnsupportedSetting"
+	ReasonUnsupportedSetting = events.UnsupportedSetting
 )
+
+// poolWarning is a Warning about a NodePool or EC2NodeClass, repeated at
+// most every DefaultDedupeTimeout for the same object and message (the
+// informer's resync hands every object back periodically).
+func poolWarning(u *unstructured.Unstructured, reason, message string) events.Event {
+	return events.Event{
+		InvolvedObject: u, Type: corev1.EventTypeWarning, Reason: reason, Message: message,
+		DedupeValues: []string{string(u.GetUID()), message},
+	}
+}
 
 // PoolWatcher validates NodePools and EC2NodeClasses as they change: an
 // invalid one gets a Warning event and a log line naming the field (the
@@ -35,7 +45,7 @@ const (
 // may have grown).
 type PoolWatcher struct {
 	provisioner Provisioner
-	recorder    record.EventRecorder
+	recorder    events.Recorder
 	logger      *zap.Logger
 	informers   map[schema.GroupVersionResource]cache.SharedIndexInformer
 	queue       workqueue.TypedRateLimitingInterface[poolKey]
@@ -47,7 +57,7 @@ type poolKey struct {
 }
 
 // NewPoolWatcher registers informers for both CRDs on the factory.
-func NewPoolWatcher(factory dynamicinformer.DynamicSharedInformerFactory, provisioner Provisioner, recorder record.EventRecorder, logger *zap.Logger) (*PoolWatcher, error) {
+func NewPoolWatcher(factory dynamicinformer.DynamicSharedInformerFactory, provisioner Provisioner, recorder events.Recorder, logger *zap.Logger) (*PoolWatcher, error) {
 	w := &PoolWatcher{
 		provisioner: provisioner,
 		recorder:    recorder,
@@ -117,7 +127,7 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 			kind, reason = "EC2NodeClass", ReasonInvalidEC2NodeClass
 		}
 		w.logger.Error("invalid "+kind+"; it will not be used until fixed", zap.String("name", key.name), zap.Error(validationErr))
-		w.recorder.Event(u, corev1.EventTypeWarning, reason, validationErr.Error())
+		w.recorder.Publish(poolWarning(u, reason, validationErr.Error()))
 		return nil
 	}
 	if key.resource == planning.NodePoolResource {
@@ -125,7 +135,7 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err == nil {
 			for _, message := range UnsupportedSettings(&pool) {
 				w.logger.Warn("NodePool setting not acted on", zap.String("name", key.name), zap.String("setting", message))
-				w.recorder.Event(u, corev1.EventTypeWarning, ReasonUnsupportedSetting, message)
+				w.recorder.Publish(poolWarning(u, ReasonUnsupportedSetting, message))
 			}
 		}
 	}
