@@ -13,6 +13,17 @@ import (
 // its worker is alive; its options' heartbeat timeout is a few of these.
 const HeartbeatInterval = 5 * time.Second
 
+// MaxHeartbeatInterval is the longest any heartbeating activity goes without
+// heartbeating while it runs: KeepAlive's HeartbeatInterval and the polls of
+// the waits (registration, initialization, instance termination) are
+// shorter, and their packages test it.
+const MaxHeartbeatInterval = 10 * time.Second
+
+// HeartbeatTimeout is the heartbeat timeout workflows give heartbeating
+// activities: three intervals, so one late heartbeat is not taken for a dead
+// worker, and a worker that died is replaced within half a minute.
+const HeartbeatTimeout = 3 * MaxHeartbeatInterval
+
 // RecordKeepAlive is the heartbeat KeepAlive sends; tests replace it to see
 // every call (the SDK's test environment reports only throttled ones).
 var RecordKeepAlive = func(ctx context.Context) { activity.RecordHeartbeat(ctx) }

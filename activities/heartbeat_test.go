@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,31 @@ func TestKeepAliveHeartbeatsEveryInterval(t *testing.T) {
 	}
 }
 
+// Outside an activity (the starter CLI, tools) KeepAlive starts no ticker
+// and never heartbeats, however much time passes.
 func TestKeepAliveOutsideAnActivityDoesNothing(t *testing.T) {
-	KeepAlive(context.Background(), clocktesting.NewFakeClock(time.Now()), time.Second)() // no ticker, no goroutine
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	var beats atomic.Int32
+	original := RecordKeepAlive
+	RecordKeepAlive = func(context.Context) { beats.Add(1) }
+	t.Cleanup(func() { RecordKeepAlive = original })
+
+	stop := KeepAlive(context.Background(), clock, time.Second)
+	if clock.HasWaiters() {
+		t.Error("KeepAlive outside an activity started a ticker")
+	}
+	clock.Step(10 * time.Second)
+	stop()
+	if n := beats.Load(); n != 0 {
+		t.Errorf("KeepAlive outside an activity heartbeat %d time(s)", n)
+	}
+}
+
+func TestHeartbeatIntervalsFitTheTimeout(t *testing.T) {
+	if HeartbeatInterval > MaxHeartbeatInterval {
+		t.Errorf("HeartbeatInterval %s exceeds MaxHeartbeatInterval %s", HeartbeatInterval, MaxHeartbeatInterval)
+	}
+	if HeartbeatTimeout < 3*MaxHeartbeatInterval || HeartbeatTimeout > 30*time.Second {
+		t.Errorf("HeartbeatTimeout %s: want at least 3 intervals (%s) and at most 30s", HeartbeatTimeout, 3*MaxHeartbeatInterval)
+	}
 }

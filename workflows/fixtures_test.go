@@ -152,15 +152,31 @@ type recorder struct {
 	mu       sync.Mutex
 	logs     []string
 	requests map[string][]any
-	replans  []ReplanRequest
+	// heartbeatTimeouts are the activities' heartbeat timeouts, per call.
+	heartbeatTimeouts map[string][]time.Duration
+	replans           []ReplanRequest
 }
 
-func newRecorder() *recorder { return &recorder{requests: map[string][]any{}} }
+func newRecorder() *recorder {
+	return &recorder{requests: map[string][]any{}, heartbeatTimeouts: map[string][]time.Duration{}}
+}
 
 func (r *recorder) record(activity string, request any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests[activity] = append(r.requests[activity], request)
+}
+
+func (r *recorder) recordHeartbeatTimeout(activity string, timeout time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heartbeatTimeouts[activity] = append(r.heartbeatTimeouts[activity], timeout)
+}
+
+func (r *recorder) heartbeatTimeoutsOf(activity string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.heartbeatTimeouts[activity]...)
 }
 
 func (r *recorder) calls(activity string) []any {
@@ -226,6 +242,7 @@ func newHarness(t *testing.T, workflowID string) *harness {
 	activities.Register(env, fakeWorld{})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
 		rec.record(info.ActivityType.Name, decodeRequest(t, info.ActivityType.Name, args))
+		rec.recordHeartbeatTimeout(info.ActivityType.Name, info.HeartbeatTimeout)
 	})
 	env.OnSignalExternalWorkflow(mock.Anything, ProvisionerWorkflowID(testCluster), "", SignalReplan, mock.Anything).
 		Return(func(_, _, _, _ string, arg any) error {

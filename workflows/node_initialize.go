@@ -14,7 +14,7 @@ func (w *nodeLifecycle) initialize() Phase {
 	deadline := started.Add(DefaultInitializationTimeout)
 	var initialized activities.WaitForInitializationResponse
 	stopped, err := w.executeUnless(w.terminationRequested,
-		waitOptions(started, deadline, "wait for node initialization"),
+		w.waitOptions(started, deadline, "wait for node initialization"),
 		activities.WaitForInitializationActivity,
 		activities.WaitForInitializationRequest{
 			NodeName:          w.state.NodeName,

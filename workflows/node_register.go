@@ -14,7 +14,7 @@ func (w *nodeLifecycle) register() Phase {
 	instance := w.state.Instance
 	var registered activities.WaitForRegistrationResponse
 	stopped, err := w.executeUnless(w.terminationRequested,
-		waitOptions(workflow.Now(w.ctx), w.state.RegistrationDeadline, "wait for node registration"),
+		w.waitOptions(workflow.Now(w.ctx), w.state.RegistrationDeadline, "wait for node registration"),
 		activities.WaitForRegistrationActivity,
 		activities.WaitForRegistrationRequest{
 			NodeClaimName: w.spec.NodeClaimName,

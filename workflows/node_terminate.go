@@ -20,7 +20,7 @@ func (w *nodeLifecycle) terminate() Phase {
 		} else {
 			w.logger.Info("Terminated instance", "instance", instance.InstanceID, "state", terminated.State)
 			var gone activities.WaitForInstanceTerminatedResponse
-			err = w.execute(waitForTerminatedOptions(), activities.WaitForInstanceTerminatedActivity,
+			err = w.execute(w.waitForTerminatedOptions(), activities.WaitForInstanceTerminatedActivity,
 				activities.WaitForInstanceTerminatedRequest{InstanceID: instance.InstanceID}, &gone)
 			if err != nil {
 				w.decide("Instance %s not confirmed terminated, moving on: %s", instance.InstanceID, errorDetail(err))

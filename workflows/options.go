@@ -10,9 +10,12 @@ import (
 )
 
 // Timeouts and retry policies of every activity, in one place so they can be
-// read side by side. Every activity has an explicit start-to-close bound; the
-// long waits heartbeat so a dead worker is noticed within a minute instead of
-// at the end of the wait.
+// read side by side. Every activity has an explicit start-to-close bound;
+// the activities that can run long heartbeat at least every
+// activities.MaxHeartbeatInterval and have activities.HeartbeatTimeout (30 s),
+// so a dead worker is noticed within half a minute instead of at the end of
+// the wait. The single API calls (shortOptions, mustSucceedOptions) do not
+// heartbeat: their start-to-close bound is what notices a dead worker.
 
 // DefaultInitializationTimeout bounds registration-to-initialized. Other
 // systems remove startup taints; a Node that never loses them is useless.
@@ -41,21 +44,27 @@ func launchOptions() workflow.ActivityOptions {
 		// mid-launch is replaced within this, not after the whole 3
 		// minutes, and the retry's ClientToken returns the instance
 		// already created.
-		HeartbeatTimeout: 30 * time.Second,
+		HeartbeatTimeout: activities.HeartbeatTimeout,
 		RetryPolicy:      retryForever(time.Minute),
 		Summary:          "launch instance",
 	}
 }
 
-// waitOptions is for activities that heartbeat while waiting for the cluster
-// until deadline (they return a typed timeout error themselves); a minute of
-// grace lets that error arrive before Temporal's own timeout.
+// v02WaitHeartbeatTimeout was the waits' heartbeat timeout in v0.2: a
+// worker killed during a registration wait stalled its node for a minute.
+// Runs recorded before changeWaitHeartbeatTimeout keep it.
+const v02WaitHeartbeatTimeout = time.Minute
+
+// waitOptions is for activities that heartbeat at every poll while waiting
+// for the cluster until deadline (they return a typed timeout error
+// themselves); a minute of grace lets that error arrive before Temporal's
+// own timeout.
 func waitOptions(now, deadline time.Time, summary string) workflow.ActivityOptions {
 	bound := max(deadline.Sub(now), 0) + time.Minute
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    bound,
 		ScheduleToCloseTimeout: bound,
-		HeartbeatTimeout:       time.Minute,
+		HeartbeatTimeout:       activities.HeartbeatTimeout,
 		RetryPolicy:            retryForever(30 * time.Second),
 		Summary:                summary,
 	}
@@ -79,7 +88,7 @@ func shortOptions(summary string) workflow.ActivityOptions {
 func drainOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    30 * time.Second,
+		HeartbeatTimeout:    activities.HeartbeatTimeout,
 		RetryPolicy:         retryForever(time.Minute),
 		Summary:             "drain node",
 	}
@@ -96,12 +105,13 @@ func mustSucceedOptions(summary string) workflow.ActivityOptions {
 }
 
 // waitForTerminatedOptions: EC2 normally reports shutting-down within
-// seconds; after half an hour the workflow moves on and says so.
+// seconds; after half an hour the workflow moves on and says so. The wait
+// heartbeats at every poll (5 s).
 func waitForTerminatedOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    15 * time.Minute,
 		ScheduleToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:       time.Minute,
+		HeartbeatTimeout:       activities.HeartbeatTimeout,
 		RetryPolicy:            retryForever(time.Minute),
 		Summary:                "wait for instance terminated",
 	}
@@ -115,7 +125,7 @@ func planOptions() workflow.ActivityOptions {
 		ScheduleToCloseTimeout: 10 * time.Minute,
 		// Plan heartbeats (activities.KeepAlive): pending pods wait at
 		// most this long for a worker that died mid-plan.
-		HeartbeatTimeout: 30 * time.Second,
+		HeartbeatTimeout: activities.HeartbeatTimeout,
 		RetryPolicy:      retryForever(30 * time.Second),
 		Summary:          "plan nodes",
 	}
@@ -130,4 +140,23 @@ func startNodeWorkflowsOptions() workflow.ActivityOptions {
 		RetryPolicy:            retryForever(30 * time.Second),
 		Summary:                "start node workflows",
 	}
+}
+
+// waitOptions are waitOptions with the heartbeat timeout this run was
+// recorded with.
+func (w *nodeLifecycle) waitOptions(now, deadline time.Time, summary string) workflow.ActivityOptions {
+	return w.withWaitHeartbeatTimeout(waitOptions(now, deadline, summary))
+}
+
+// waitForTerminatedOptions are waitForTerminatedOptions with the heartbeat
+// timeout this run was recorded with.
+func (w *nodeLifecycle) waitForTerminatedOptions() workflow.ActivityOptions {
+	return w.withWaitHeartbeatTimeout(waitForTerminatedOptions())
+}
+
+func (w *nodeLifecycle) withWaitHeartbeatTimeout(options workflow.ActivityOptions) workflow.ActivityOptions {
+	if !changed(w.ctx, changeWaitHeartbeatTimeout) {
+		options.HeartbeatTimeout = v02WaitHeartbeatTimeout
+	}
+	return options
 }

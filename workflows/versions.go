@@ -24,6 +24,11 @@ const (
 	// node is kept until its launch bound and registration timeout have
 	// passed (InFlightNode.Until), not for a fixed InFlightTTL.
 	changeInFlightUntilRegistration changeID = "provisioner-in-flight-until-registration"
+	// changeWaitHeartbeatTimeout: the waits for registration,
+	// initialization and instance termination have a 30 s heartbeat
+	// timeout (was 1 minute), so a killed worker stalls a node half as
+	// long (node_register.go, node_initialize.go, node_terminate.go).
+	changeWaitHeartbeatTimeout changeID = "wait-heartbeat-timeout-30s"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -179,3 +179,11 @@ func TestWaitForInstanceTerminatedDoneAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// The termination wait heartbeats at every poll, so its poll must fit the
+// heartbeat timeout workflows give it.
+func TestTerminationPollFitsTheHeartbeatTimeout(t *testing.T) {
+	if DefaultTerminationPollInterval > activities.MaxHeartbeatInterval {
+		t.Errorf("DefaultTerminationPollInterval %s exceeds activities.MaxHeartbeatInterval %s", DefaultTerminationPollInterval, activities.MaxHeartbeatInterval)
+	}
+}

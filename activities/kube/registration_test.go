@@ -198,3 +198,11 @@ func TestRequestsMissingRequiredFieldsAreNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// The waits heartbeat at every poll, so the poll must fit the heartbeat
+// timeout workflows give them.
+func TestPollFitsTheHeartbeatTimeout(t *testing.T) {
+	if DefaultPollInterval > activities.MaxHeartbeatInterval {
+		t.Errorf("DefaultPollInterval %s exceeds activities.MaxHeartbeatInterval %s", DefaultPollInterval, activities.MaxHeartbeatInterval)
+	}
+}
