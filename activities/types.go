@@ -165,6 +165,22 @@ type NodeLaunchSpec struct {
 	// RegistrationTimeout bounds launch-to-registration; zero means
 	// DefaultRegistrationTimeout.
 	RegistrationTimeout time.Duration `json:"registrationTimeout,omitempty"`
+	// NominationWindow is how long after initialization the node is
+	// nominated for the pods it was launched for: it is not empty, it waits
+	// for them to bind, and is not disrupted as empty meanwhile (Karpenter:
+	// max(2 × the batch max window, 10s)). Zero means
+	// DefaultNominationWindow.
+	NominationWindow time.Duration `json:"nominationWindow,omitempty"`
+}
+
+// DefaultNominationWindow is the nomination window of a node whose spec
+// names none: Karpenter's max(2 × 10s batch max window, 10s).
+const DefaultNominationWindow = 20 * time.Second
+
+// NominationWindowFor is Karpenter's nomination window for a provisioner
+// whose batches close after batchMaxWindow at most.
+func NominationWindowFor(batchMaxWindow time.Duration) time.Duration {
+	return max(2*batchMaxWindow, 10*time.Second)
 }
 
 // Validate reports the first field that makes the spec unusable.

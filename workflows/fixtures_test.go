@@ -70,6 +70,10 @@ func consolidateAfter(d time.Duration) specOption {
 	return func(s *activities.NodeLaunchSpec) { s.ConsolidateAfter = activities.After(d) }
 }
 
+func nominationWindow(d time.Duration) specOption {
+	return func(s *activities.NodeLaunchSpec) { s.NominationWindow = d }
+}
+
 func expireAfter(d time.Duration) specOption {
 	return func(s *activities.NodeLaunchSpec) { s.ExpireAfter = activities.After(d) }
 }

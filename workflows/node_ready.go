@@ -86,16 +86,31 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 	if !enabled {
 		return
 	}
+	nominated := changed(w.ctx, changeNominationWindow)
 	empty := w.state.Pods.NonDaemonSet == 0
 	switch {
 	case empty && w.state.EmptySince.IsZero():
 		w.state.EmptySince = workflow.Now(w.ctx)
+		if nominated {
+			w.state.EmptySince = w.lastPodEvent()
+		}
 		w.logger.Info("Added TTL to empty node", "ttl", formatDuration(after))
 		w.decide("Node is empty; terminating after %s unless a pod arrives", formatDuration(after))
-		w.emptyTTL.start(w.ctx, w.state.EmptySince.Add(after))
+		if !nominated {
+			w.emptyTTL.start(w.ctx, w.state.EmptySince.Add(after))
+			return
+		}
+		if until := w.nominatedUntil(); until.After(w.state.EmptySince.Add(after)) {
+			w.decide("Node is nominated for %d pod(s) until %s; not disrupted as empty before", len(w.spec.PodKeys), formatDeadline(until))
+		}
+		w.emptyTTL.start(w.ctx, w.emptyDeadline(after))
 	case empty && !w.emptyTTL.pending():
 		// Continued as new while empty, or a disruption budget asked to
 		// wait: resume the countdown from its absolute deadlines.
+		if nominated {
+			w.emptyTTL.start(w.ctx, w.emptyDeadline(after))
+			return
+		}
 		deadline := w.state.EmptySince.Add(after)
 		if w.state.DisruptionRetryAt.After(deadline) {
 			deadline = w.state.DisruptionRetryAt
@@ -108,6 +123,54 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 		w.logger.Info("Removed TTL from node", "pods", w.state.Pods.NonDaemonSet)
 		w.decide("A pod arrived; empty-node countdown cancelled")
 	}
+}
+
+// lastPodEvent is when the node last changed pods as far as the workflow
+// knows: the observation of the count that emptied it, or its
+// initialization when no pod was reported after it. consolidateAfter counts
+// from it (Karpenter's lastPodEventTime), not from when the workflow
+// happened to notice.
+func (w *nodeLifecycle) lastPodEvent() time.Time {
+	last := w.state.InitializedAt
+	if w.state.Pods.ObservedAt.After(last) {
+		last = w.state.Pods.ObservedAt
+	}
+	if last.IsZero() {
+		return workflow.Now(w.ctx)
+	}
+	return last
+}
+
+// nominatedUntil ends the window in which a node launched for pending pods
+// waits for them to bind: before it, an empty node is not empty, it is
+// waiting for its pods. A node launched for no pod (minNodes) is never
+// nominated.
+func (w *nodeLifecycle) nominatedUntil() time.Time {
+	if len(w.spec.PodKeys) == 0 || w.state.InitializedAt.IsZero() {
+		return time.Time{}
+	}
+	window := w.spec.NominationWindow
+	if window <= 0 {
+		window = activities.DefaultNominationWindow
+	}
+	return w.state.InitializedAt.Add(window)
+}
+
+// emptyDeadline is when an empty node may be terminated: consolidateAfter
+// after its last pod event, not inside its nomination window, and not before
+// a disruption budget said to ask again. Never in the past, so the timer
+// fires at once rather than failing.
+func (w *nodeLifecycle) emptyDeadline(after time.Duration) time.Time {
+	deadline := w.state.EmptySince.Add(after)
+	for _, later := range []time.Time{w.nominatedUntil(), w.state.DisruptionRetryAt} {
+		if later.After(deadline) {
+			deadline = later
+		}
+	}
+	if now := workflow.Now(w.ctx); deadline.Before(now) {
+		return now
+	}
+	return deadline
 }
 
 // considerEmptyTermination runs when the node has been empty for

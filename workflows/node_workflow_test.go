@@ -166,6 +166,47 @@ func TestNodeLeavesReady(t *testing.T) {
 			},
 		},
 		{
+			// Karpenter v1's default consolidateAfter: the node initializes
+			// before the scheduler binds the pods it was launched for.
+			name: "a node launched for pods waits for them to bind (consolidateAfter 0s)",
+			spec: []specOption{consolidateAfter(0)},
+			setup: func(h *harness) {
+				h.signal(3*time.Second, SignalPodsChanged, PodsChanged{NonDaemonSetPods: 2, ObservedAt: t0.Add(3 * time.Second)})
+				h.signal(2*time.Hour, SignalPodsChanged, PodsChanged{NonDaemonSetPods: 0, ObservedAt: t0.Add(2 * time.Hour)})
+			},
+			reason:      ReasonEmpty,
+			requestedAt: 2 * time.Hour,
+			voluntary:   true,
+			check: func(t *testing.T, h *harness, history NodeHistoryView) {
+				decisionAt(t, history, "Node is nominated for 2 pod(s) until 2026-03-01T12:00:20Z")
+			},
+		},
+		{
+			name:        "a nominated node whose pods never bind goes after the nomination window",
+			spec:        []specOption{consolidateAfter(0), nominationWindow(45 * time.Second)},
+			reason:      ReasonEmpty,
+			requestedAt: 45 * time.Second,
+			voluntary:   true,
+		},
+		{
+			name:        "a node launched for no pod is not nominated",
+			spec:        []specOption{consolidateAfter(0), func(s *activities.NodeLaunchSpec) { s.PodKeys = nil }},
+			reason:      ReasonEmpty,
+			requestedAt: 0,
+			voluntary:   true,
+		},
+		{
+			name:       "consolidateAfter counts from the pod event that emptied the node",
+			spec:       []specOption{consolidateAfter(30 * time.Second)},
+			podsAtInit: 1,
+			setup: func(h *harness) {
+				h.signal(2*time.Hour, SignalPodsChanged, PodsChanged{NonDaemonSetPods: 0, ObservedAt: t0.Add(2*time.Hour - 10*time.Second)})
+			},
+			reason:      ReasonEmpty,
+			requestedAt: 2*time.Hour + 20*time.Second,
+			voluntary:   true,
+		},
+		{
 			name: "a disruption budget postpones an empty node",
 			spec: []specOption{consolidateAfter(30 * time.Second)},
 			setup: func(h *harness) {

@@ -184,13 +184,17 @@ func isNonRetryable(err error) bool {
 }
 
 // completeSpec fills what the planner may leave to the provisioner: the
-// cluster and a deterministic node claim name.
+// cluster, a deterministic node claim name and the nomination window its
+// batching implies.
 func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) activities.NodeLaunchSpec {
 	if spec.Cluster == "" {
 		spec.Cluster = p.input.Cluster
 	}
 	if spec.NodeClaimName == "" {
 		spec.NodeClaimName = NodeClaimName(spec.NodePool, p.firstRunID, p.batches, index)
+	}
+	if spec.NominationWindow == 0 {
+		spec.NominationWindow = activities.NominationWindowFor(p.input.MaxWindow)
 	}
 	return spec
 }

@@ -29,6 +29,12 @@ const (
 	// timeout (was 1 minute), so a killed worker stalls a node half as
 	// long (node_register.go, node_initialize.go, node_terminate.go).
 	changeWaitHeartbeatTimeout changeID = "wait-heartbeat-timeout-30s"
+	// changeNominationWindow (node_ready.go syncEmptyTTL): an empty node
+	// is not terminated inside its nomination window
+	// (spec.NominationWindow after initialization, for the pods it was
+	// launched for), and consolidateAfter counts from the pod event that
+	// emptied it, not from when the workflow noticed.
+	changeNominationWindow changeID = "nomination-window"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -113,6 +113,11 @@ func (a *Activities) nodePool(ctx context.Context, name string) (*apisv1.NodePoo
 	return &pool, nil
 }
 
+// doNotDisruptRetry is how long a node protected by its do-not-disrupt
+// annotation waits before asking again: a user removes the annotation by
+// hand, so there is no deadline to wait for.
+const doNotDisruptRetry = 5 * time.Minute
+
 // decideDisruption is AllowDisruption's decision on read state.
 func decideDisruption(pool *apisv1.NodePool, nodes []corev1.Node, req activities.AllowDisruptionRequest, now time.Time) activities.AllowDisruptionResponse {
 	total, disrupting := 0, 0
@@ -120,6 +125,13 @@ func decideDisruption(pool *apisv1.NodePool, nodes []corev1.Node, req activities
 		node := &nodes[i]
 		total++
 		if !beingDisrupted(node, now) {
+			if node.Name == req.NodeName {
+				if key, _, protected := apisv1.DoNotDisrupt(node.Annotations, node.CreationTimestamp.Time, now); protected {
+					return activities.AllowDisruptionResponse{Allowed: false,
+						Why:        fmt.Sprintf("Node %s is annotated %s=%s", node.Name, key, node.Annotations[key]),
+						RetryAfter: doNotDisruptRetry}
+				}
+			}
 			continue
 		}
 		if node.Name == req.NodeName {

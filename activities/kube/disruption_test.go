@@ -296,3 +296,34 @@ func TestDisruptionLeaseNameFitsLongPoolNames(t *testing.T) {
 		t.Errorf("lease name = %q", got)
 	}
 }
+
+func TestAllowDisruptionRefusesANodeAnnotatedDoNotDisrupt(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	pool := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	pool.SetDefaults()
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		created     time.Time
+		allowed     bool
+	}{
+		{name: "not annotated", allowed: true},
+		{name: "millwright key", annotations: map[string]string{apisv1.AnnotationDoNotDisrupt: "true"}},
+		{name: "karpenter key", annotations: map[string]string{apisv1.AnnotationKarpenterDoNotDisrupt: "true"}},
+		{name: "false protects nothing", annotations: map[string]string{apisv1.AnnotationKarpenterDoNotDisrupt: "false"}, allowed: true},
+		{name: "a duration not yet over", annotations: map[string]string{apisv1.AnnotationKarpenterDoNotDisrupt: "1h"}, created: now.Add(-30 * time.Minute)},
+		{name: "a duration over", annotations: map[string]string{apisv1.AnnotationKarpenterDoNotDisrupt: "1h"}, created: now.Add(-2 * time.Hour), allowed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: tt.annotations, CreationTimestamp: metav1.NewTime(tt.created)}}
+			answer := decideDisruption(pool, []corev1.Node{node}, activities.AllowDisruptionRequest{NodePool: "default", NodeName: "n1", Reason: "Empty"}, now)
+			if answer.Allowed != tt.allowed {
+				t.Fatalf("allowed = %v (%s), want %v", answer.Allowed, answer.Why, tt.allowed)
+			}
+			if !tt.allowed && !strings.Contains(answer.Why, "do-not-disrupt") {
+				t.Errorf("why = %q, want it to name the annotation", answer.Why)
+			}
+		})
+	}
+}

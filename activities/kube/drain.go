@@ -219,8 +219,8 @@ func (d *nodeDrain) evict(ctx context.Context, group []*corev1.Pod, now time.Tim
 		}
 		key := podKey(pod)
 		uid := string(pod.UID)
-		if d.req.Voluntary && hasDoNotDisrupt(pod) {
-			blocked = append(blocked, key+" ("+activities.DoNotDisruptAnnotation+")")
+		if protection := doNotDisrupt(pod, now); d.req.Voluntary && protection != "" {
+			blocked = append(blocked, key+" ("+protection+")")
 			continue
 		}
 		if d.backoff.IsInBackOffSinceUpdate(uid, now) {

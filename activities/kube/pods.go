@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // The priority classes Kubernetes reserves for pods a node or cluster cannot
@@ -62,8 +63,16 @@ func isCritical(pod *corev1.Pod) bool {
 	return pod.Spec.PriorityClassName == systemClusterCritical || pod.Spec.PriorityClassName == systemNodeCritical
 }
 
-func hasDoNotDisrupt(pod *corev1.Pod) bool {
-	return pod.Annotations[activities.DoNotDisruptAnnotation] == "true"
+// doNotDisrupt names the annotation protecting pod from a voluntary
+// disruption at now (millwright.dev/ or karpenter.sh/do-not-disrupt, "true"
+// or a duration since the pod started), or "" when none does.
+func doNotDisrupt(pod *corev1.Pod, now time.Time) string {
+	start := pod.CreationTimestamp.Time
+	if pod.Status.StartTime != nil {
+		start = pod.Status.StartTime.Time
+	}
+	key, _, _ := apisv1.DoNotDisrupt(pod.Annotations, start, now)
+	return key
 }
 
 // disruptedTaint is what Drain puts on the node.

@@ -105,30 +105,10 @@ func (c *computation) consolidatable(ni *nodeInfo) string {
 }
 
 // doNotDisrupt reads the do-not-disrupt annotations (Millwright's and
-// Karpenter's) relative to start: "true" protects for ever, a duration
-// until start+duration, "false" not at all. Any other value protects too
-// (a misread protection must not let a node go). until is zero for ever.
+// Karpenter's) relative to start, as apisv1.DoNotDisrupt does for the drain
+// and the budget check.
 func doNotDisrupt(annotations map[string]string, start, now time.Time) (key string, until time.Time, ok bool) {
-	for _, key := range []string{apisv1.AnnotationKarpenterDoNotDisrupt, apisv1.AnnotationDoNotDisrupt} {
-		v, set := annotations[key]
-		if !set {
-			continue
-		}
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "true":
-			return key, time.Time{}, true
-		case "false", "":
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return key, time.Time{}, true
-		}
-		if end := start.Add(d); now.Before(end) {
-			return key, end, true
-		}
-	}
-	return "", time.Time{}, false
+	return apisv1.DoNotDisrupt(annotations, start, now)
 }
 
 func untilText(until time.Time) string {

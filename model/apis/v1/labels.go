@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -57,6 +59,37 @@ const (
 	// the pod's start, or the node's creation).
 	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 )
+
+// DoNotDisruptAnnotations are the keys DoNotDisrupt reads, in order.
+var DoNotDisruptAnnotations = []string{AnnotationKarpenterDoNotDisrupt, AnnotationDoNotDisrupt}
+
+// DoNotDisrupt reads the do-not-disrupt annotations of a pod or node,
+// relative to start (the pod's start, the node's creation): "true" protects
+// for ever, a duration until start + duration, "false" or "" not at all; any
+// other value protects too (a misread protection must not let a node go).
+// It returns the key that protects, and until when (zero: for ever).
+func DoNotDisrupt(annotations map[string]string, start, now time.Time) (key string, until time.Time, protected bool) {
+	for _, key := range DoNotDisruptAnnotations {
+		value, set := annotations[key]
+		if !set {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(value)) {
+		case "true":
+			return key, time.Time{}, true
+		case "false", "":
+			continue
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil {
+			return key, time.Time{}, true
+		}
+		if end := start.Add(d); now.Before(end) {
+			return key, end, true
+		}
+	}
+	return "", time.Time{}, false
+}
 
 // Drift stamps Millwright puts on a Node at launch (model/disruption
 // computes the hashes): a node whose stamp differs from its NodePool's or
