@@ -76,7 +76,8 @@ type NodeActivities interface {
 	Drain(ctx context.Context, req DrainRequest) (DrainResponse, error)
 
 	// TerminateInstance terminates the instance; terminating an already
-	// terminated or unknown instance succeeds.
+	// terminated or unknown instance succeeds. Without an instance id it
+	// terminates every live instance tagged for the node claim.
 	TerminateInstance(ctx context.Context, req TerminateInstanceRequest) (TerminateInstanceResponse, error)
 
 	// WaitForInstanceTerminated heartbeats until the instance is

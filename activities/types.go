@@ -383,14 +383,30 @@ type DrainResponse struct {
 	Deleted int `json:"deleted"`
 }
 
-// TerminateInstanceRequest terminates one instance.
+// TerminateInstanceRequest terminates one instance, or, without an
+// InstanceID, every instance of Cluster tagged for NodeClaimName: what a
+// launch whose outcome the workflow never learnt (it timed out, the workflow
+// was cancelled) may have created.
 type TerminateInstanceRequest struct {
-	InstanceID string `json:"instanceID"`
+	InstanceID    string `json:"instanceID"`
+	Cluster       string `json:"cluster,omitempty"`
+	NodeClaimName string `json:"nodeClaimName,omitempty"`
 }
 
-// TerminateInstanceResponse reports the instance state after the call.
+// TerminateInstanceResponse reports the instance state after the call, and
+// for a request by node claim the instances found and terminated.
 type TerminateInstanceResponse struct {
-	State string `json:"state"`
+	State     string               `json:"state"`
+	Instances []TerminatedInstance `json:"instances,omitempty"`
+}
+
+// TerminatedInstance is an instance a TerminateInstance by node claim found
+// and terminated.
+type TerminatedInstance struct {
+	InstanceID string `json:"instanceID"`
+	ProviderID string `json:"providerID"`
+	Zone       string `json:"zone"`
+	State      string `json:"state"`
 }
 
 // WaitForInstanceTerminatedRequest waits for an instance to go away.

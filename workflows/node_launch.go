@@ -1,11 +1,13 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
@@ -14,14 +16,18 @@ import (
 // launch is the Launching phase: it creates the instance, falling back
 // through the remaining options when offerings have no capacity.
 func (w *nodeLifecycle) launch() Phase {
+	outlivesCancel := changed(w.ctx, changeLaunchOutlivesCancel)
 	options := slices.Clone(w.spec.InstanceTypeOptions)
 	for {
 		var launched activities.LaunchResponse
-		err := w.execute(launchOptions(), activities.LaunchActivity, w.launchRequest(options), &launched)
+		err := w.executeStep(outlivesCancel, launchOptions(), activities.LaunchActivity, w.launchRequest(options), &launched)
 		if err == nil {
 			return w.launched(launched)
 		}
 		failed, insufficient := activities.InsufficientCapacityOfferings(err)
+		if !insufficient && launchOutcomeUnknown(err) && changed(w.ctx, changeTerminateUnconfirmedLaunch) {
+			return w.launchUnconfirmed(err)
+		}
 		if !insufficient {
 			return w.launchFailed(err)
 		}
@@ -119,6 +125,28 @@ func (w *nodeLifecycle) launchFailed(err error) Phase {
 	}
 	w.logger.Error("Launch failed", "error", err)
 	return PhaseTerminated
+}
+
+// launchUnconfirmed handles a Launch that ended without the activity's own
+// answer: an attempt may have created the instance (CreateFleet's
+// ClientToken would have returned it to the next attempt), so the node is
+// terminated by its tags rather than left behind; its pods are planned again.
+func (w *nodeLifecycle) launchUnconfirmed(err error) Phase {
+	w.state.LaunchUnconfirmed = true
+	w.requestTermination(Termination{Reason: ReasonLaunchFailed, Detail: "launch did not answer: " + errorDetail(err)})
+	w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "launch failed"})
+	w.logger.Error("Launch ended without an answer; terminating whatever it may have launched", "error", err)
+	w.decide("Launch ended without an answer (%s); terminating any instance tagged for %s", errorDetail(err), w.spec.NodeClaimName)
+	return PhaseTerminating
+}
+
+// launchOutcomeUnknown reports whether a Launch error leaves open whether
+// an instance was created: only the activity's own non-retryable errors
+// (no capacity, an invalid NodeClass or request, EC2 launching nothing)
+// say that nothing was; a timeout or a cancellation says nothing.
+func launchOutcomeUnknown(err error) bool {
+	var appErr *temporal.ApplicationError
+	return !errors.As(err, &appErr) || !appErr.NonRetryable()
 }
 
 func (w *nodeLifecycle) rejectOfferings(keys []activities.OfferingKey, reason string) {

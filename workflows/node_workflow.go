@@ -266,6 +266,20 @@ func (w *nodeLifecycle) execute(options workflow.ActivityOptions, activity strin
 	return future.Get(w.ctx, resp)
 }
 
+// executeStep is execute, on a context the workflow's cancellation does not
+// cancel when outlivesCancel: for steps whose outcome the workflow must
+// learn even when it is cancelled meanwhile (a launch that may create an
+// instance, the termination of one).
+func (w *nodeLifecycle) executeStep(outlivesCancel bool, options workflow.ActivityOptions, activity string, req, resp any) error {
+	if !outlivesCancel {
+		return w.execute(options, activity, req, resp)
+	}
+	ctx, _ := workflow.NewDisconnectedContext(w.ctx)
+	future := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, options), activity, req)
+	w.awaitStep(future, nil)
+	return future.Get(ctx, resp)
+}
+
 // executeUnless is execute for waits that are pointless once stop() holds:
 // it then cancels the activity and reports stopped.
 func (w *nodeLifecycle) executeUnless(stop func() bool, options workflow.ActivityOptions, activity string, req, resp any) (stopped bool, err error) {

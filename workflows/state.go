@@ -110,6 +110,11 @@ type NodeState struct {
 
 	// RegistrationDeadline is when an unregistered instance is given up on.
 	RegistrationDeadline time.Time `json:"registrationDeadline,omitzero"`
+	// LaunchUnconfirmed: the launch ended without saying whether it created
+	// an instance (it timed out, it was cancelled); Terminating looks for
+	// one by the node claim's tags. Never carried across continue-as-new
+	// (only Ready continues as new).
+	LaunchUnconfirmed bool `json:"launchUnconfirmed,omitempty"`
 
 	Pods PodCount `json:"pods"`
 	// EmptySince is when the node last became empty while Ready; the

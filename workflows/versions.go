@@ -35,6 +35,23 @@ const (
 	// launched for), and consolidateAfter counts from the pod event that
 	// emptied it, not from when the workflow noticed.
 	changeNominationWindow changeID = "nomination-window"
+	// changeLaunchOutlivesCancel (node_launch.go): Launch runs on a context
+	// the workflow's cancellation does not cancel, so a node cancelled
+	// mid-launch learns the instance it launched and terminates it (it
+	// ended Terminated without terminating anything).
+	changeLaunchOutlivesCancel changeID = "launch-outlives-cancel"
+	// changeTerminateOutlivesCancel (node_terminate.go): the Terminating
+	// phase's activities run on a context the cancellation does not
+	// cancel, so a node cancelled mid-termination still waits for EC2 and
+	// deletes its Node (the cancelled TerminateInstance read as a failure
+	// and the wait was skipped).
+	changeTerminateOutlivesCancel changeID = "terminate-outlives-cancel"
+	// changeTerminateUnconfirmedLaunch (node_launch.go, node_terminate.go):
+	// a Launch that ended without the activity's own answer (it timed out
+	// after an attempt may have created the instance, or was cancelled)
+	// goes to Terminating, which terminates any instance tagged for the
+	// node claim, instead of ending Terminated with the instance running.
+	changeTerminateUnconfirmedLaunch changeID = "terminate-unconfirmed-launch"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

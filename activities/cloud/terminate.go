@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // InvalidInstanceIDErrorType: the instance id is malformed (a workflow bug);
@@ -26,14 +27,58 @@ const (
 
 // TerminateInstance implements activities.NodeActivities.TerminateInstance.
 // Terminating an instance that is already terminated, or that EC2 no longer
-// knows, succeeds with state "terminated".
+// knows, succeeds with state "terminated". A request without an instance id
+// but with a node claim terminates the cluster's live instances tagged for
+// that node claim (the tags every launch puts on its instance).
 func (p *Provider) TerminateInstance(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
+	if req.InstanceID == "" && req.NodeClaimName != "" {
+		resp, err := p.terminateTaggedFor(ctx, req)
+		if err != nil {
+			return resp, asActivityError(ctx, "terminate the instances of node claim "+req.NodeClaimName, err)
+		}
+		return resp, nil
+	}
 	state, err := p.terminate(ctx, req.InstanceID)
 	if err != nil {
 		return activities.TerminateInstanceResponse{}, asActivityError(ctx, "terminate instance "+req.InstanceID, err)
 	}
 	p.log.Info("Terminated instance", zap.String("instance", req.InstanceID), zap.String("state", state))
 	return activities.TerminateInstanceResponse{State: state}, nil
+}
+
+// terminateTaggedFor terminates every pending, running, stopping or stopped
+// instance of req.Cluster tagged for req.NodeClaimName.
+func (p *Provider) terminateTaggedFor(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
+	if req.Cluster == "" {
+		return activities.TerminateInstanceResponse{}, temporal.NewNonRetryableApplicationError(
+			"terminate the instances of node claim "+req.NodeClaimName+": cluster is empty", InvalidInstanceIDErrorType, nil)
+	}
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + TagCluster), Values: []string{req.Cluster}},
+		{Name: aws.String("tag:" + apisv1.TagNodeClaim), Values: []string{req.NodeClaimName}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	if err != nil {
+		return activities.TerminateInstanceResponse{}, fmt.Errorf("DescribeInstances: %w", err)
+	}
+	resp := activities.TerminateInstanceResponse{State: stateTerminated}
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			id := aws.ToString(inst.InstanceId)
+			state, err := p.terminate(ctx, id)
+			if err != nil {
+				return activities.TerminateInstanceResponse{}, err
+			}
+			zone := ""
+			if inst.Placement != nil {
+				zone = aws.ToString(inst.Placement.AvailabilityZone)
+			}
+			p.log.Info("Terminated instance of a launch whose outcome was unknown", zap.String("nodeClaim", req.NodeClaimName),
+				zap.String("instance", id), zap.String("state", state))
+			resp.Instances = append(resp.Instances, activities.TerminatedInstance{InstanceID: id, ProviderID: ProviderID(zone, id), Zone: zone, State: state})
+		}
+	}
+	return resp, nil
 }
 
 func (p *Provider) terminate(ctx context.Context, id string) (string, error) {

@@ -187,3 +187,33 @@ func TestTerminationPollFitsTheHeartbeatTimeout(t *testing.T) {
 		t.Errorf("DefaultTerminationPollInterval %s exceeds activities.MaxHeartbeatInterval %s", DefaultTerminationPollInterval, activities.MaxHeartbeatInterval)
 	}
 }
+
+// A launch whose outcome the workflow never learnt may have created an
+// instance: terminating by node claim finds it by its tags, and only it.
+func TestTerminateInstanceByNodeClaim(t *testing.T) {
+	f := newFixture(t)
+	launched := f.launchOne("default-lost")
+	other := f.launchOne("default-other")
+	request := activities.TerminateInstanceRequest{Cluster: testCluster, NodeClaimName: "default-lost"}
+
+	resp, err := f.provider.TerminateInstance(context.Background(), request)
+	if err != nil {
+		t.Fatalf("TerminateInstance by node claim: %v", err)
+	}
+	want := activities.TerminatedInstance{InstanceID: launched.InstanceID, ProviderID: launched.ProviderID, Zone: launched.Zone, State: "shutting-down"}
+	if len(resp.Instances) != 1 || resp.Instances[0] != want {
+		t.Fatalf("terminated %+v, want [%+v]", resp.Instances, want)
+	}
+	f.emuClock.Step(time.Minute)
+	f.emu.Reconcile(context.Background())
+	if live := f.liveInstances(); len(live) != 1 || live[0].ID != other.InstanceID {
+		t.Errorf("live instances %v, want only the other node claim's %s", live, other.InstanceID)
+	}
+
+	// Nothing left to find: terminating again finds nothing and succeeds.
+	if resp, err := f.provider.TerminateInstance(context.Background(), request); err != nil || len(resp.Instances) != 0 {
+		t.Errorf("second call: %+v, %v; want nothing found", resp.Instances, err)
+	}
+	_, err = f.provider.TerminateInstance(context.Background(), activities.TerminateInstanceRequest{NodeClaimName: "default-lost"})
+	assertUnwrappedApplicationError(t, err, InvalidInstanceIDErrorType, true)
+}

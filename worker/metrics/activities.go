@@ -82,14 +82,24 @@ func LaunchErrorCause(err error) string {
 }
 
 // TerminateInstance counts a terminated instance by its node workflow's pool
-// and termination reason.
+// and termination reason; a termination by node claim counts the instances
+// it found.
 func (a *InstrumentedActivities) TerminateInstance(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
 	resp, err := a.Activities.TerminateInstance(ctx, req)
 	if err != nil {
 		return resp, err
 	}
+	count := 1
+	if req.InstanceID == "" {
+		count = len(resp.Instances)
+	}
+	if count == 0 {
+		return resp, nil
+	}
 	pool, reason := a.terminationLabels(ctx)
-	a.metrics.NodeTerminated(pool, reason)
+	for range count {
+		a.metrics.NodeTerminated(pool, reason)
+	}
 	return resp, nil
 }
 

@@ -1,0 +1,142 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// cleanupCase is a node whose launch or termination is interrupted; it must
+// still end with its instance terminated, confirmed gone and its Node
+// deleted.
+type cleanupCase struct {
+	name  string
+	setup func(h *harness)
+	// cancelled: the workflow ends Canceled.
+	cancelled bool
+	reason    TerminationReason
+	// terminated are the TerminateInstance requests expected, in order.
+	terminated []activities.TerminateInstanceRequest
+	// waited are the instances whose termination is awaited.
+	waited []string
+	// deletedByProviderID is the provider ID DeleteNode looks the Node up by.
+	deletedByProviderID string
+}
+
+func TestInterruptedLaunchOrTerminationLeaksNothing(t *testing.T) {
+	providerID := "aws:///us-east-1a/" + testInstance
+	slowLaunch := func(h *harness) {
+		h.env.OnActivity(activities.LaunchActivity, mock.Anything, mock.Anything).After(time.Minute).
+			Return(func(ctx context.Context, req activities.LaunchRequest) (activities.LaunchResponse, error) {
+				return fakeWorld{}.Launch(ctx, req)
+			})
+	}
+	cases := []cleanupCase{
+		{
+			name: "cancelled during launch",
+			setup: func(h *harness) {
+				slowLaunch(h)
+				h.at(30*time.Second, h.env.CancelWorkflow)
+			},
+			cancelled:           true,
+			reason:              ReasonCancelled,
+			terminated:          []activities.TerminateInstanceRequest{{InstanceID: testInstance}},
+			waited:              []string{testInstance},
+			deletedByProviderID: providerID,
+		},
+		{
+			name: "cancelled during termination",
+			setup: func(h *harness) {
+				h.signal(time.Hour, SignalDrain, DrainRequest{Reason: "kernel upgrade", Requester: "alice"})
+				h.env.OnActivity(activities.TerminateInstanceActivity, mock.Anything, mock.Anything).After(time.Minute).
+					Return(activities.TerminateInstanceResponse{State: "shutting-down"}, nil)
+				h.at(time.Hour+30*time.Second, h.env.CancelWorkflow)
+			},
+			cancelled:           true,
+			reason:              ReasonDrained,
+			terminated:          []activities.TerminateInstanceRequest{{InstanceID: testInstance}},
+			waited:              []string{testInstance},
+			deletedByProviderID: providerID,
+		},
+		{
+			name:                "launch timed out after an attempt may have created the instance",
+			setup:               launchNeverAnswers(activities.TerminatedInstance{InstanceID: testInstance, ProviderID: providerID, Zone: "us-east-1a", State: "shutting-down"}),
+			reason:              ReasonLaunchFailed,
+			terminated:          []activities.TerminateInstanceRequest{{Cluster: testCluster, NodeClaimName: testNodeClaim}},
+			waited:              []string{testInstance},
+			deletedByProviderID: providerID,
+		},
+		{
+			name:       "launch timed out having created nothing",
+			setup:      launchNeverAnswers(),
+			reason:     ReasonLaunchFailed,
+			terminated: []activities.TerminateInstanceRequest{{Cluster: testCluster, NodeClaimName: testNodeClaim}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newNodeHarness(t)
+			tc.setup(h)
+			h.env.ExecuteWorkflow(NodeWorkflowType, nodeSpec(), (*NodeState)(nil))
+			if !h.env.IsWorkflowCompleted() {
+				t.Fatal("node workflow did not complete")
+			}
+			err := h.env.GetWorkflowError()
+			var canceled *temporal.CanceledError
+			switch {
+			case tc.cancelled && !errors.As(err, &canceled):
+				t.Fatalf("workflow error = %v, want Canceled after cleanup", err)
+			case !tc.cancelled && err != nil:
+				t.Fatalf("workflow error = %v", err)
+			}
+			history := h.history()
+			if history.Termination == nil || history.Termination.Reason != tc.reason {
+				t.Errorf("termination = %+v, want reason %s", history.Termination, tc.reason)
+			}
+			var terminated []activities.TerminateInstanceRequest
+			for _, call := range h.rec.calls(activities.TerminateInstanceActivity) {
+				terminated = append(terminated, *call.(*activities.TerminateInstanceRequest))
+			}
+			if !slices.Equal(terminated, tc.terminated) {
+				t.Errorf("TerminateInstance requests %+v, want %+v\n%s", terminated, tc.terminated, formatDecisions(history.Decisions))
+			}
+			var waited []string
+			for _, call := range h.rec.calls(activities.WaitForInstanceTerminatedActivity) {
+				waited = append(waited, call.(*activities.WaitForInstanceTerminatedRequest).InstanceID)
+			}
+			if !slices.Equal(waited, tc.waited) {
+				t.Errorf("waited for %v to terminate, want %v", waited, tc.waited)
+			}
+			var deletedByProviderID []string
+			for _, call := range h.rec.calls(activities.DeleteNodeActivity) {
+				deletedByProviderID = append(deletedByProviderID, call.(*activities.DeleteNodeRequest).ProviderID)
+			}
+			if want := []string{tc.deletedByProviderID}; tc.deletedByProviderID != "" && !slices.Equal(deletedByProviderID, want) ||
+				tc.deletedByProviderID == "" && len(deletedByProviderID) != 0 {
+				t.Errorf("DeleteNode by provider IDs %v, want %q", deletedByProviderID, tc.deletedByProviderID)
+			}
+			if phases := phasesOf(history); len(phases) == 0 || phases[len(phases)-1] != PhaseTerminated {
+				t.Errorf("phases %v, want to end Terminated", phases)
+			}
+		})
+	}
+}
+
+// launchNeverAnswers makes every launch attempt fail retryably (the first
+// may have created the instance before its answer was lost) until the
+// launch's schedule-to-close bound; terminating by node claim finds found.
+func launchNeverAnswers(found ...activities.TerminatedInstance) func(h *harness) {
+	return func(h *harness) {
+		h.env.OnActivity(activities.LaunchActivity, mock.Anything, mock.Anything).
+			Return(activities.LaunchResponse{}, errors.New("connection reset by peer"))
+		h.env.OnActivity(activities.TerminateInstanceActivity, mock.Anything, mock.Anything).
+			Return(activities.TerminateInstanceResponse{State: "terminated", Instances: found}, nil)
+	}
+}
