@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,33 @@ func launchNeverAnswers(found ...activities.TerminatedInstance) func(h *harness)
 		h.env.OnActivity(activities.TerminateInstanceActivity, mock.Anything, mock.Anything).
 			Return(activities.TerminateInstanceResponse{State: "terminated", Instances: found}, nil)
 	}
+}
+
+// The state-change event of Millwright's own TerminateInstances, arriving
+// while the node waits for EC2, is not an interruption: no replacement is
+// asked for and the history does not list it.
+func TestOwnTerminationIsNotAnInterruption(t *testing.T) {
+	h := newNodeHarness(t)
+	h.signal(time.Hour, SignalDrain, DrainRequest{Reason: "kernel upgrade", Requester: "alice"})
+	h.env.OnActivity(activities.WaitForInstanceTerminatedActivity, mock.Anything, mock.Anything).After(time.Minute).
+		Return(activities.WaitForInstanceTerminatedResponse{State: "terminated"}, nil)
+	h.signal(time.Hour+30*time.Second, SignalInterruption, Interruption{
+		Kind: InterruptionStateChange, EventID: "state-change-1", EventTime: t0.Add(time.Hour), Detail: "shutting-down",
+	})
+
+	result := h.runNode(nodeSpec(), nil)
+
+	if result.Termination.Reason != ReasonDrained {
+		t.Errorf("terminated for %s, want Drained", result.Termination.Reason)
+	}
+	for _, replan := range h.rec.replanRequests() {
+		if len(replan.DisruptedNodes) > 0 || strings.HasPrefix(replan.Reason, "interrupted") {
+			t.Errorf("the node's own termination asked the provisioner for replacements: %+v", replan)
+		}
+	}
+	history := h.history()
+	if len(history.Interruptions) != 0 {
+		t.Errorf("interruptions %+v, want none", history.Interruptions)
+	}
+	decisionAt(t, history, "Instance state change (shutting-down) while terminating the instance; not an interruption")
 }

@@ -101,6 +101,13 @@ func (w *nodeLifecycle) applyInterruption(event Interruption) {
 	if event.EventID != "" && slices.ContainsFunc(w.state.Interruptions, func(seen Interruption) bool { return seen.EventID == event.EventID }) {
 		return // the same event from another poller
 	}
+	if event.Kind == InterruptionStateChange && w.state.Phase == PhaseTerminating && changed(w.ctx, changeOwnTerminationIsNoInterruption) {
+		// Millwright is terminating the instance itself: this is the echo
+		// of its own TerminateInstances, not an interruption to replace
+		// the node for.
+		w.decide("Instance state change (%s) while terminating the instance; not an interruption", strings.TrimSpace(event.Detail))
+		return
+	}
 	w.state.Interruptions = append(w.state.Interruptions, event)
 	if extra := len(w.state.Interruptions) - maxRememberedInterruptions; extra > 0 {
 		w.state.Interruptions = append([]Interruption(nil), w.state.Interruptions[extra:]...)

@@ -52,6 +52,11 @@ const (
 	// goes to Terminating, which terminates any instance tagged for the
 	// node claim, instead of ending Terminated with the instance running.
 	changeTerminateUnconfirmedLaunch changeID = "terminate-unconfirmed-launch"
+	// changeOwnTerminationIsNoInterruption (node_messages.go): an instance
+	// state-change event arriving while the node is Terminating (the echo
+	// of Millwright's own TerminateInstances) is not an interruption: no
+	// replan for replacements, not listed among the interruptions.
+	changeOwnTerminationIsNoInterruption changeID = "own-termination-is-no-interruption"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
