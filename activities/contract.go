@@ -37,6 +37,9 @@ const (
 	// Provisioning.
 	PlanActivity               = "Plan"
 	StartNodeWorkflowsActivity = "StartNodeWorkflows"
+
+	// Disruption.
+	ComputeCommandsActivity = "ComputeCommands"
 )
 
 // NodeActivities are the activities one node's lifecycle workflow runs, in
@@ -107,6 +110,17 @@ type ProvisionerActivities interface {
 	StartNodeWorkflows(ctx context.Context, req StartNodeWorkflowsRequest) (StartNodeWorkflowsResponse, error)
 }
 
+// DisruptionActivities are what the per-cluster disruption workflow asks.
+type DisruptionActivities interface {
+	// ComputeCommands reads live state (Nodes and their pods, pending pods,
+	// PodDisruptionBudgets, NodePools, EC2NodeClasses with their resolved
+	// status, instance types with offerings and prices) plus what the
+	// request carries, and returns the disruption commands to run now
+	// (model/disruption.Compute) with a verdict per node. It only reads,
+	// so a retry is harmless.
+	ComputeCommands(ctx context.Context, req ComputeCommandsRequest) (ComputeCommandsResponse, error)
+}
+
 // Activities is everything a Millwright worker registers.
 type Activities interface {
 	NodeActivities
@@ -115,6 +129,9 @@ type Activities interface {
 
 // Register registers every activity of impl under its contract name, so the
 // names the workflows call and the names the worker serves cannot drift.
+// The disruption activities are registered when impl implements them
+// (every worker's does; test doubles of the node and provisioning
+// workflows need not).
 func Register(registry worker.ActivityRegistry, impl Activities) {
 	register := func(fn any, name string) {
 		registry.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
@@ -130,4 +147,7 @@ func Register(registry worker.ActivityRegistry, impl Activities) {
 	register(impl.DeleteNode, DeleteNodeActivity)
 	register(impl.Plan, PlanActivity)
 	register(impl.StartNodeWorkflows, StartNodeWorkflowsActivity)
+	if d, ok := impl.(DisruptionActivities); ok {
+		register(d.ComputeCommands, ComputeCommandsActivity)
+	}
 }

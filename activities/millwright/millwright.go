@@ -86,7 +86,10 @@ type Activities struct {
 
 // The contract's Activities, in full; this fails to compile when a
 // signature drifts.
-var _ activities.Activities = (*Activities)(nil)
+var (
+	_ activities.Activities           = (*Activities)(nil)
+	_ activities.DisruptionActivities = (*Activities)(nil)
+)
 
 // Compose puts ready-made parts together.
 func Compose(cloudProvider *cloud.Provider, kubeActivities *kube.Activities, planner *planning.Planner, starter *nodeworkflows.Starter) (*Activities, error) {
@@ -213,6 +216,11 @@ func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRe
 // Plan: see activities.ProvisionerActivities.
 func (a *Activities) Plan(ctx context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
 	return a.planner.Plan(ctx, req)
+}
+
+// ComputeCommands: see activities.DisruptionActivities.
+func (a *Activities) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	return a.planner.ComputeCommands(ctx, req)
 }
 
 // StartNodeWorkflows: see activities.ProvisionerActivities.

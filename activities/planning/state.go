@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 
@@ -39,6 +41,8 @@ type ClusterState interface {
 	ListPods(ctx context.Context) ([]*corev1.Pod, error)
 	ListNodes(ctx context.Context) ([]*corev1.Node, error)
 	ListDaemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error)
+	// ListPodDisruptionBudgets is read by ComputeCommands only.
+	ListPodDisruptionBudgets(ctx context.Context) ([]*policyv1.PodDisruptionBudget, error)
 	// ListNodePools and ListEC2NodeClasses return the custom resources as
 	// stored; the planner decodes, defaults and validates each one, so a
 	// malformed object only takes itself out.
@@ -97,6 +101,12 @@ func (s *apiState) ListDaemonSets(ctx context.Context) ([]*appsv1.DaemonSet, err
 	})
 }
 
+func (s *apiState) ListPodDisruptionBudgets(ctx context.Context) ([]*policyv1.PodDisruptionBudget, error) {
+	return listAll[policyv1.PodDisruptionBudget](ctx, "poddisruptionbudgets", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.clientset.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, opts)
+	})
+}
+
 func (s *apiState) ListNodePools(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	return s.listCustom(ctx, NodePoolResource)
 }
@@ -116,30 +126,34 @@ type informerState struct {
 	pods        corelisters.PodLister
 	nodes       corelisters.NodeLister
 	daemonSets  appslisters.DaemonSetLister
+	pdbs        policylisters.PodDisruptionBudgetLister
 	nodePools   cache.GenericLister
 	nodeClasses cache.GenericLister
 	synced      []cache.InformerSynced
 }
 
 // NewInformerState reads from the informers of factory (Pods, Nodes,
-// DaemonSets) and dynamicFactory (NodePools, EC2NodeClasses). It registers
-// those informers, so call it before the factories' Start; each read waits
-// until the caches have synced (or ctx ends).
+// DaemonSets, PodDisruptionBudgets) and dynamicFactory (NodePools,
+// EC2NodeClasses). It registers those informers, so call it before the
+// factories' Start; each read waits until the caches have synced (or ctx
+// ends).
 func NewInformerState(factory informers.SharedInformerFactory, dynamicFactory dynamicinformer.DynamicSharedInformerFactory) ClusterState {
 	pods := factory.Core().V1().Pods()
 	nodes := factory.Core().V1().Nodes()
 	daemonSets := factory.Apps().V1().DaemonSets()
+	pdbs := factory.Policy().V1().PodDisruptionBudgets()
 	nodePools := dynamicFactory.ForResource(NodePoolResource)
 	nodeClasses := dynamicFactory.ForResource(EC2NodeClassResource)
 	return &informerState{
 		pods:        pods.Lister(),
 		nodes:       nodes.Lister(),
 		daemonSets:  daemonSets.Lister(),
+		pdbs:        pdbs.Lister(),
 		nodePools:   nodePools.Lister(),
 		nodeClasses: nodeClasses.Lister(),
 		synced: []cache.InformerSynced{
 			pods.Informer().HasSynced, nodes.Informer().HasSynced, daemonSets.Informer().HasSynced,
-			nodePools.Informer().HasSynced, nodeClasses.Informer().HasSynced,
+			pdbs.Informer().HasSynced, nodePools.Informer().HasSynced, nodeClasses.Informer().HasSynced,
 		},
 	}
 }
@@ -170,6 +184,13 @@ func (s *informerState) ListDaemonSets(ctx context.Context) ([]*appsv1.DaemonSet
 		return nil, err
 	}
 	return s.daemonSets.List(labels.Everything())
+}
+
+func (s *informerState) ListPodDisruptionBudgets(ctx context.Context) ([]*policyv1.PodDisruptionBudget, error) {
+	if err := s.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return s.pdbs.List(labels.Everything())
 }
 
 func (s *informerState) ListNodePools(ctx context.Context) ([]*unstructured.Unstructured, error) {

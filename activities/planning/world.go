@@ -314,22 +314,27 @@ func (w *world) packerInput() packer.Input {
 	in := packer.Input{Pods: w.batch, DaemonSetPods: w.daemonSetPods}
 	in.Nodes = append(append(in.Nodes, w.nodes...), w.inFlight...)
 	for _, name := range w.poolNames {
-		ps := w.pools[name]
-		used := ps.used.ResourceList()
-		used[scheduling.ResourceNodes] = *resourceQuantity(ps.usedNodes)
-		in.NodePools = append(in.NodePools, packer.NodePool{
-			Name:          name,
-			Weight:        ps.pool.WeightOrZero(),
-			Requirements:  poolRequirements(ps.pool),
-			Labels:        ps.pool.Spec.Template.Labels,
-			Taints:        ps.pool.Spec.Template.Spec.Taints,
-			StartupTaints: ps.pool.Spec.Template.Spec.StartupTaints,
-			Limits:        corev1.ResourceList(ps.pool.Spec.Limits),
-			Used:          used,
-			InstanceTypes: ps.types,
-		})
+		in.NodePools = append(in.NodePools, w.packerPool(name))
 	}
 	return in
+}
+
+// packerPool is the packer's view of a usable pool, its usage included.
+func (w *world) packerPool(name string) packer.NodePool {
+	ps := w.pools[name]
+	used := ps.used.ResourceList()
+	used[scheduling.ResourceNodes] = *resourceQuantity(ps.usedNodes)
+	return packer.NodePool{
+		Name:          name,
+		Weight:        ps.pool.WeightOrZero(),
+		Requirements:  poolRequirements(ps.pool),
+		Labels:        ps.pool.Spec.Template.Labels,
+		Taints:        ps.pool.Spec.Template.Spec.Taints,
+		StartupTaints: ps.pool.Spec.Template.Spec.StartupTaints,
+		Limits:        corev1.ResourceList(ps.pool.Spec.Limits),
+		Used:          used,
+		InstanceTypes: ps.types,
+	}
 }
 
 func (w *world) totalMinNodes() int {

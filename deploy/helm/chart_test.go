@@ -410,6 +410,8 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //   - events create/patch: the event recorder (worker/run, worker/watch)
 //     and drain's events (activities/kube).
 //   - daemonsets list/watch: per-node overhead (activities/planning).
+//   - poddisruptionbudgets list/watch: disruption candidates
+//     (activities/planning ComputeCommands).
 //   - nodepools/ec2nodeclasses get/list/watch: the dynamic informers and
 //     reads (worker/watch, activities/planning, activities/kube,
 //     activities/millwright).
@@ -421,6 +423,7 @@ var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools", "ec2nodeclasses"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools/status", "ec2nodeclasses/status"}, Verbs: []string{"patch"}},
 }

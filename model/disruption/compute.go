@@ -4,6 +4,8 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/millwright/millwright/model/packer"
 )
 
 // Compute decides the commands to run now for in. It never fails: a node or
@@ -26,8 +28,10 @@ type computation struct {
 	opts  Options
 	pools map[string]*poolInfo
 	nodes []*nodeInfo // managed nodes, input order
-	// byName indexes every input node (managed or not) by Node name.
-	byName map[string]int
+	// byName indexes every input node (managed or not) by Node name;
+	// managed the managed ones' nodeInfo.
+	byName  map[string]int
+	managed map[string]*nodeInfo
 
 	// capacity is where pods can be simulated onto (built by run).
 	capacity *capacity
@@ -45,7 +49,7 @@ type computation struct {
 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, opts: in.Options.withDefaults(), pools: map[string]*poolInfo{},
-		byName: map[string]int{}, facts: map[*corev1.Pod]*podFacts{},
+		byName: map[string]int{}, managed: map[string]*nodeInfo{}, facts: map[*corev1.Pod]*podFacts{},
 		podClass: map[*corev1.Pod]int{}, classIndex: map[string]int{}}
 	for i := range in.NodePools {
 		np := &in.NodePools[i]
@@ -62,6 +66,7 @@ func newComputation(in Input) *computation {
 		}
 		ni := &nodeInfo{idx: i, node: n, pool: c.pools[n.NodePool], command: -1}
 		c.nodes = append(c.nodes, ni)
+		c.managed[n.Name] = ni
 	}
 	for _, ni := range c.nodes {
 		c.judge(ni)
@@ -72,6 +77,7 @@ func newComputation(in Input) *computation {
 
 func (c *computation) run() {
 	c.buildCapacity()
+	c.nominate()
 	c.repair()
 	c.drift()
 	c.emptiness()
@@ -115,4 +121,31 @@ func (o Options) withDefaults() Options {
 // full reports whether the Result holds Options.MaxCommands commands.
 func (c *computation) full() bool {
 	return c.opts.MaxCommands > 0 && len(c.commands) >= c.opts.MaxCommands
+}
+
+// nominate protects the nodes pending pods would land on now, as
+// Karpenter's provisioner nominates the nodes it schedules pending pods to:
+// a node about to receive pods is not empty, and its room is spoken for.
+func (c *computation) nominate() {
+	if len(c.in.PendingPods) == 0 {
+		return
+	}
+	cp := c.capacity
+	usable := make([]int, 0, len(cp.nodes))
+	for i := range cp.nodes {
+		usable = append(usable, i)
+	}
+	var placed []packer.Placement
+	if cp.topology {
+		if r, err := packer.Pack(packer.Input{Pods: c.in.PendingPods, Nodes: cp.nodes}); err == nil {
+			placed = r.Placements
+		}
+	} else {
+		placed, _ = c.quickFit(c.in.PendingPods, usable)
+	}
+	for _, pl := range placed {
+		if ni := c.managed[pl.Node]; ni != nil && ni.blocked == "" {
+			ni.blocked = "node is nominated for a pending pod"
+		}
+	}
 }

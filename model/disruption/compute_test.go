@@ -208,10 +208,19 @@ func TestConsolidation(t *testing.T) {
 			name:   "pending pods take free room before a candidate's pods",
 			source: "consolidation_test.go: Pending pods / doesn't delete a node whose room pending pods need",
 			in: pending(input(pools(pool("default", consolidateAfter("1m"))),
-				node("n1", "default", "c.medium", running(pod("a", "2", "1Gi"))),
-				node("n2", "default", "c.medium", running(pod("b", "2", "1Gi")), lastPodEvent(now))),
+				node("n1", "default", "c.medium", running(pod("a", "2", "1Gi")), lastPodEvent(now)),
+				node("n2", "default", "c.medium", running(pod("b", "2", "1Gi")))),
 				pod("pending", "2", "1Gi")),
-			want: []string{"Underutilized/replace [n1] → [c.small/on-demand]"},
+			// Without the pending pod, n2's pod would fit n1 and n2 be deleted.
+			want:     []string{"Underutilized/replace [n2] → [c.small/on-demand]"},
+			verdicts: map[string]string{"n1": "node is nominated for a pending pod"},
+		},
+		{
+			name:   "a node pending pods would land on is nominated, even when empty",
+			source: "suite_test.go: Candidate Filtering / should not consider candidates that are nominated (by the provisioner)",
+			in: pending(input(pools(pool("default")), node("n1", "default", "c.large")),
+				pod("pending", "1", "1Gi")),
+			verdicts: map[string]string{"n1": "node is nominated for a pending pod"},
 		},
 		{
 			name:   "the Balanced score refuses a replacement that saves little",

@@ -2,12 +2,14 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
@@ -37,7 +39,10 @@ type InstrumentedActivities struct {
 	clock     clock.PassiveClock
 }
 
-var _ activities.Activities = (*InstrumentedActivities)(nil)
+var (
+	_ activities.Activities           = (*InstrumentedActivities)(nil)
+	_ activities.DisruptionActivities = (*InstrumentedActivities)(nil)
+)
 
 // Instrument wraps inner. describer (the Temporal client) labels
 // terminations with the node workflow's pool and termination reason, which
@@ -139,6 +144,16 @@ func keyword(payload *commonpb.Payload) string {
 		return ""
 	}
 	return value
+}
+
+// ComputeCommands is the inner activity's (the worker's implements it).
+func (a *InstrumentedActivities) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	d, ok := a.Activities.(activities.DisruptionActivities)
+	if !ok {
+		return activities.ComputeCommandsResponse{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%T does not implement %s", a.Activities, activities.ComputeCommandsActivity), "NotImplemented", nil)
+	}
+	return d.ComputeCommands(ctx, req)
 }
 
 // Plan records the batch's pending pods, the pass's duration and the node

@@ -1,0 +1,138 @@
+package activities
+
+import (
+	"time"
+
+	"github.com/millwright/millwright/model/disruption"
+)
+
+// ComputeCommandsRequest asks what the disruption workflow should do now.
+// Everything the cluster shows (Nodes, pods, PDBs, NodePools,
+// EC2NodeClasses and their status) is read live; the request carries only
+// what the workflows know and the cluster does not.
+type ComputeCommandsRequest struct {
+	Cluster string `json:"cluster"`
+	// InFlight are the provisioner's nodes launched but not registered:
+	// pods may be moved onto their free capacity.
+	InFlight []InFlightNode `json:"inFlight,omitempty"`
+	// Nodes is what node workflows know of their nodes. A node claim
+	// without an entry is judged from the Node alone (see
+	// DisruptionNodeState).
+	Nodes                []DisruptionNodeState `json:"nodes,omitempty"`
+	UnavailableOfferings []UnavailableOffering `json:"unavailableOfferings,omitempty"`
+	Options              DisruptionOptions     `json:"options"`
+	// MaxCommands bounds the commands returned (0: no bound) so one
+	// response stays well under Temporal's payload limit.
+	MaxCommands int `json:"maxCommands,omitempty"`
+}
+
+// DisruptionNodeState is a node workflow's view of its node. Zero fields
+// fall back to what the Node shows: initialized once it is registered,
+// Ready and free of startup taints (or older than the initialization
+// timeout); nominated for the nomination window after it became Ready;
+// the last pod event is the latest pod bound to it; reserved when tainted
+// millwright.dev/disrupted or annotated as reserved.
+type DisruptionNodeState struct {
+	NodeClaimName string `json:"nodeClaimName"`
+	// Initialized: the node workflow saw the node initialized (it stays so
+	// when the node later goes NotReady).
+	Initialized bool `json:"initialized,omitempty"`
+	// NominatedUntil: pending pods are expected to bind to the node before
+	// then.
+	NominatedUntil time.Time `json:"nominatedUntil,omitempty"`
+	// LastPodEventAt: the last pod bound to or removed from the node.
+	LastPodEventAt time.Time `json:"lastPodEventAt,omitempty"`
+	// LaunchedByConsolidationAt: the node replaced others in a
+	// consolidation at this time.
+	LaunchedByConsolidationAt time.Time `json:"launchedByConsolidationAt,omitempty"`
+	// Reserved: a command or drain holds the node. Deleting: its workflow
+	// is terminating it.
+	Reserved bool `json:"reserved,omitempty"`
+	Deleting bool `json:"deleting,omitempty"`
+}
+
+// DisruptionOptions tune the decision (model/disruption.Options); zero
+// values take its defaults.
+type DisruptionOptions struct {
+	// ConsolidationThreshold is the Balanced score's k (default 2; negative
+	// takes any saving).
+	ConsolidationThreshold int `json:"consolidationThreshold,omitempty"`
+	// MinSavingsPerHour is a floor on a replacement's saving, $/h.
+	MinSavingsPerHour float64 `json:"minSavingsPerHour,omitempty"`
+	// DisableSpotToSpot turns spot→spot replacement off.
+	DisableSpotToSpot bool `json:"disableSpotToSpot,omitempty"`
+	// RepairToleration is how long a node may be NotReady before it is
+	// replaced (default 30m).
+	RepairToleration time.Duration `json:"repairToleration,omitempty"`
+	// BatchMaxDuration is the provisioner's batch max window: a node is
+	// nominated for max(2 × it, 10s) after it became Ready (default 10s).
+	BatchMaxDuration time.Duration `json:"batchMaxDuration,omitempty"`
+}
+
+// ComputeCommandsResponse is the decision.
+type ComputeCommandsResponse struct {
+	// Commands to run, in order, with disjoint candidates, together within
+	// every pool's budget for each reason.
+	Commands []DisruptionCommand `json:"commands,omitempty"`
+	// Verdicts say, per managed node, why it is or is not a candidate.
+	Verdicts []DisruptionVerdict `json:"verdicts,omitempty"`
+	// Budgets are the disruptions each pool allows now, per reason.
+	Budgets []DisruptionBudget `json:"budgets,omitempty"`
+	// Skipped are NodePools and EC2NodeClasses that could not be used.
+	Skipped         []SkippedObject `json:"skipped,omitempty"`
+	NodesConsidered int             `json:"nodesConsidered"`
+	PodsConsidered  int             `json:"podsConsidered"`
+}
+
+// DisruptionCommand is one decision: disrupt Candidates for Reason, by
+// Kind; a replace launches Replacements first (through the provisioner's
+// start path; NodeClaimName is left empty for the caller to name them).
+type DisruptionCommand struct {
+	Reason         disruption.Reason     `json:"reason"`
+	Kind           disruption.Kind       `json:"kind"`
+	Candidates     []DisruptionCandidate `json:"candidates"`
+	Replacements   []NodeLaunchSpec      `json:"replacements,omitempty"`
+	SavingsPerHour float64               `json:"savingsPerHour"`
+	// Message says it in one line ("Underutilized: 3 nodes → 1
+	// c6i.2xlarge saves $0.41/h", "Drifted: AMI ami-a → ami-b").
+	Message string `json:"message"`
+}
+
+// DisruptionCandidate is one node a command disrupts.
+type DisruptionCandidate struct {
+	NodeClaimName string   `json:"nodeClaimName"`
+	NodeName      string   `json:"nodeName"`
+	NodePool      string   `json:"nodePool"`
+	InstanceType  string   `json:"instanceType"`
+	CapacityType  string   `json:"capacityType"`
+	PricePerHour  float64  `json:"pricePerHour"`
+	PodKeys       []string `json:"podKeys,omitempty"`
+	// Why is this node's own reason (the drift found, the repair finding).
+	Why string `json:"why,omitempty"`
+}
+
+// DisruptionVerdict is what the decision thinks of one node.
+type DisruptionVerdict struct {
+	NodeClaimName string `json:"nodeClaimName"`
+	NodeName      string `json:"nodeName"`
+	NodePool      string `json:"nodePool"`
+	Candidate     bool   `json:"candidate"`
+	// Command is the index of the command taking the node, -1 when none.
+	Command int `json:"command"`
+	// Event is the Karpenter event reason to publish (DisruptionBlocked,
+	// Unconsolidatable) or "".
+	Event     string `json:"event,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Drifted   string `json:"drifted,omitempty"`
+	Unhealthy string `json:"unhealthy,omitempty"`
+}
+
+// DisruptionBudget is how many more of a pool's nodes may be disrupted
+// now, per reason.
+type DisruptionBudget struct {
+	NodePool   string                    `json:"nodePool"`
+	Nodes      int                       `json:"nodes"`
+	Disrupting int                       `json:"disrupting"`
+	Allowed    map[disruption.Reason]int `json:"allowed"`
+	Errors     []string                  `json:"errors,omitempty"`
+}

@@ -1,0 +1,361 @@
+package planning
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// reservedAnnotation is what the disruption lock (activities/kube) puts on
+// a Node it reserved for an empty-node disruption.
+const reservedAnnotation = "millwright.dev/disruption-reserved-at"
+
+// defaultBatchMaxDuration is the provisioner's batch max window, from
+// which a node's nomination window follows when the request names none.
+const defaultBatchMaxDuration = 10 * time.Second
+
+// ComputeCommands reads the cluster and returns the disruption commands to
+// run now, with a verdict per managed node (see
+// activities.DisruptionActivities). It only reads; the same cluster state
+// and request yield the same answer.
+func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	ticker, ok := p.clock.(clock.WithTicker)
+	if !ok {
+		ticker = clock.RealClock{}
+	}
+	defer activities.KeepAlive(ctx, ticker, activities.HeartbeatInterval)()
+	cluster := req.Cluster
+	if cluster == "" {
+		cluster = p.cluster
+	}
+	if cluster == "" {
+		return activities.ComputeCommandsResponse{}, fmt.Errorf("compute commands request: cluster is empty and the planner has no default cluster")
+	}
+	started := p.clock.Now()
+	w, in, err := p.observeForDisruption(ctx, req)
+	if err != nil {
+		return activities.ComputeCommandsResponse{}, err
+	}
+	observed := p.clock.Since(started)
+	r := disruption.Compute(in)
+	resp := activities.ComputeCommandsResponse{Skipped: w.skipped, NodesConsidered: len(in.Nodes), PodsConsidered: len(in.PendingPods)}
+	for _, n := range in.Nodes {
+		resp.PodsConsidered += len(n.Pods)
+	}
+	for _, cmd := range r.Commands {
+		resp.Commands = append(resp.Commands, w.disruptionCommand(cluster, cmd, p.registrationTimeout))
+	}
+	for _, v := range r.Verdicts {
+		resp.Verdicts = append(resp.Verdicts, activities.DisruptionVerdict{
+			NodeClaimName: v.ClaimName, NodeName: v.NodeName, NodePool: v.NodePool, Candidate: v.Candidate,
+			Command: v.Command, Event: v.Event, Message: v.Message, Drifted: v.Drifted, Unhealthy: v.Unhealthy,
+		})
+	}
+	for _, b := range r.Budgets {
+		resp.Budgets = append(resp.Budgets, activities.DisruptionBudget{NodePool: b.NodePool, Nodes: b.Nodes,
+			Disrupting: b.Disrupting, Allowed: b.Allowed, Errors: b.Errors})
+	}
+	p.log.Debug("Computed disruption commands", zap.Int("nodes", resp.NodesConsidered), zap.Int("pods", resp.PodsConsidered),
+		zap.Int("commands", len(resp.Commands)), zap.Duration("observed", observed), zap.Duration("took", p.clock.Since(started)))
+	for _, cmd := range resp.Commands {
+		p.log.Debug("Disruption command", zap.String("reason", string(cmd.Reason)), zap.String("kind", string(cmd.Kind)),
+			zap.String("message", cmd.Message))
+	}
+	return resp, nil
+}
+
+// disruptionCommand turns a decision into the contract's command, its
+// replacements into launch specs (NodeClaimName left for the caller).
+func (w *world) disruptionCommand(cluster string, cmd disruption.Command, registrationTimeout time.Duration) activities.DisruptionCommand {
+	out := activities.DisruptionCommand{Reason: cmd.Reason, Kind: cmd.Kind, SavingsPerHour: cmd.SavingsPerHour, Message: cmd.Message}
+	for _, c := range cmd.Candidates {
+		out.Candidates = append(out.Candidates, activities.DisruptionCandidate{
+			NodeClaimName: c.ClaimName, NodeName: c.NodeName, NodePool: c.NodePool, InstanceType: c.InstanceType,
+			CapacityType: c.CapacityType, PricePerHour: c.Price, PodKeys: c.Pods, Why: c.Why,
+		})
+	}
+	for i := range cmd.Replacements {
+		plan := &cmd.Replacements[i]
+		ps := w.pools[plan.NodePool]
+		if ps == nil {
+			continue // cannot happen: replacements come from usable pools
+		}
+		spec := w.launchSpec(cluster, ps, plan, registrationTimeout)
+		spec.LaunchReason = cmd.Message + "; " + spec.LaunchReason
+		if cmd.Reason == disruption.ReasonUnderutilized {
+			spec.Annotations = withAnnotation(spec.Annotations, apisv1.AnnotationLaunchedByConsolidation, w.now.UTC().Format(time.RFC3339))
+		}
+		out.Replacements = append(out.Replacements, spec)
+	}
+	return out
+}
+
+// withAnnotation is m with k=v added, copied so the pool's template is not changed.
+func withAnnotation(m map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for mk, mv := range m {
+		out[mk] = mv
+	}
+	out[k] = v
+	return out
+}
+
+// observeForDisruption reads the cluster into the decision's input.
+func (p *Planner) observeForDisruption(ctx context.Context, req activities.ComputeCommandsRequest) (*world, disruption.Input, error) {
+	pods, err := p.state.ListPods(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	nodes, err := p.state.ListNodes(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	daemonSets, err := p.state.ListDaemonSets(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	pdbs, err := p.state.ListPodDisruptionBudgets(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	rawPools, err := p.state.ListNodePools(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	rawClasses, err := p.state.ListEC2NodeClasses(ctx)
+	if err != nil {
+		return nil, disruption.Input{}, err
+	}
+	w := &world{now: p.clock.Now(), pools: map[string]*poolState{}}
+	if err := w.usePools(ctx, p.instanceTypes, rawPools, rawClasses, req.UnavailableOfferings); err != nil {
+		return nil, disruption.Input{}, err
+	}
+	w.daemonSetPods = daemonSetPods(daemonSets)
+
+	byKey := make(map[string]*corev1.Pod, len(pods))
+	bound := map[string][]*corev1.Pod{}
+	all := map[string]bool{}
+	for _, node := range nodes {
+		all[node.Name] = true
+	}
+	registerRequestedResources(pods, w.daemonSetPods, all)
+	in := disruption.Input{Now: w.now, DaemonSetPods: w.daemonSetPods, Options: disruptionOptions(req)}
+	for _, pod := range pods {
+		byKey[podKey(pod)] = pod
+		switch {
+		case pod.Spec.NodeName != "" && !isTerminal(pod):
+			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+		case IsProvisionable(pod):
+			in.PendingPods = append(in.PendingPods, pod)
+		}
+	}
+	sort.Slice(in.PendingPods, func(i, j int) bool { return podKey(in.PendingPods[i]) < podKey(in.PendingPods[j]) })
+	w.useInFlight(req.InFlight, nodes, byKey)
+	in.InFlight = w.inFlight
+
+	for _, name := range w.poolNames {
+		ps := w.pools[name]
+		in.NodePools = append(in.NodePools, disruption.NodePool{
+			Pool: ps.pool, Launch: w.packerPool(name), Launchable: true,
+			NodePoolHash: disruption.NodePoolHash(ps.pool), NodeClass: nodeClassState(ps.nodeClass),
+		})
+	}
+	states := map[string]activities.DisruptionNodeState{}
+	for _, s := range req.Nodes {
+		states[s.NodeClaimName] = s
+	}
+	blocking := pdbIndex(pdbs)
+	window := max(2*in.Options.BatchMaxDuration, disruption.MinNominationWindow)
+	sorted := slices.Clone(nodes)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, node := range sorted {
+		in.Nodes = append(in.Nodes, w.disruptionNode(node, bound[node.Name], states, blocking, window))
+	}
+	return w, in, nil
+}
+
+func disruptionOptions(req activities.ComputeCommandsRequest) disruption.Options {
+	o := req.Options
+	batch := o.BatchMaxDuration
+	if batch <= 0 {
+		batch = defaultBatchMaxDuration
+	}
+	return disruption.Options{
+		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, MinSavingsPerHour: o.MinSavingsPerHour,
+		DisableSpotToSpot: o.DisableSpotToSpot, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
+	}
+}
+
+// nodeClassState is what drift compares a node with: the class's hash and
+// the ids its status resolves to now.
+func nodeClassState(nc *apisv1.EC2NodeClass) *disruption.NodeClass {
+	if nc == nil {
+		return nil
+	}
+	out := &disruption.NodeClass{Name: nc.Name, Hash: disruption.NodeClassHash(nc)}
+	for _, a := range nc.Status.AMIs {
+		out.AMIs = append(out.AMIs, a.ID)
+	}
+	for _, s := range nc.Status.Subnets {
+		out.Subnets = append(out.Subnets, s.ID)
+	}
+	for _, g := range nc.Status.SecurityGroups {
+		out.SecurityGroups = append(out.SecurityGroups, g.ID)
+	}
+	return out
+}
+
+// disruptionNode is a Node as the decision sees it; what the node
+// workflow reported (states) wins over what the Node suggests.
+func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState,
+	blocking func(*corev1.Pod) []string, window time.Duration) disruption.Node {
+	canonical := scheduling.CanonicalLabels(node.Labels)
+	claim := node.Labels[activities.NodeClaimLabel]
+	n := disruption.Node{
+		Name: node.Name, Labels: node.Labels, Annotations: node.Annotations, Taints: node.Spec.Taints,
+		Allocatable: knownResources(node.Status.Allocatable), CreatedAt: node.CreationTimestamp.Time,
+		InstanceType: canonical[scheduling.LabelInstanceType], Zone: canonical[scheduling.LabelZone],
+		CapacityType: canonical[scheduling.LabelCapacityType], Deleting: node.DeletionTimestamp != nil,
+	}
+	if node.Spec.Unschedulable && !slices.ContainsFunc(n.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnschedulable }) {
+		n.Taints = append(slices.Clip(n.Taints), corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			n.Ready, n.ReadySince = c.Status, c.LastTransitionTime.Time
+		}
+	}
+	last := n.CreatedAt
+	for _, pod := range pods {
+		n.Pods = append(n.Pods, disruption.Pod{Pod: pod, PDBBlocked: blocking(pod)})
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(last) {
+				last = c.LastTransitionTime.Time
+			}
+		}
+		if pod.DeletionTimestamp != nil && pod.DeletionTimestamp.After(last) {
+			last = pod.DeletionTimestamp.Time
+		}
+	}
+	n.LastPodEventAt = last
+	ps := w.pools[canonical[scheduling.LabelNodePool]]
+	if claim == "" || canonical[scheduling.LabelNodePool] == "" {
+		return n // not Millwright's: capacity only
+	}
+	n.ClaimName, n.NodePool = claim, canonical[scheduling.LabelNodePool]
+	if ps != nil {
+		if it := ps.typeByName[n.InstanceType]; it != nil {
+			for _, o := range it.Offerings {
+				if o.Zone == n.Zone && o.CapacityType == n.CapacityType {
+					n.Price = o.Price
+				}
+			}
+		}
+	}
+	n.Initialized = w.looksInitialized(node, ps)
+	if n.Initialized && n.Ready == corev1.ConditionTrue {
+		n.NominatedUntil = later(n.CreatedAt, n.ReadySince).Add(window)
+	}
+	n.Disrupting = node.Annotations[reservedAnnotation] != "" || hasTaintKey(node.Spec.Taints, activities.DisruptedTaintKey)
+	n.NodePoolHash, n.NodePoolHashVersion = node.Annotations[apisv1.AnnotationNodePoolHash], node.Annotations[apisv1.AnnotationNodePoolHashVersion]
+	n.NodeClassHash, n.NodeClassHashVersion = node.Annotations[apisv1.AnnotationNodeClassHash], node.Annotations[apisv1.AnnotationNodeClassHashVersion]
+	n.ImageID, n.SubnetID = node.Annotations[apisv1.AnnotationImageID], node.Annotations[apisv1.AnnotationSubnetID]
+	if sgs := node.Annotations[apisv1.AnnotationSecurityGroupIDs]; sgs != "" {
+		n.SecurityGroupIDs = strings.Split(sgs, ",")
+	}
+	if t, err := time.Parse(time.RFC3339, node.Annotations[apisv1.AnnotationLaunchedByConsolidation]); err == nil {
+		n.LaunchedByConsolidationAt = t
+	}
+	if s, ok := states[claim]; ok {
+		n.Initialized = n.Initialized || s.Initialized
+		n.NominatedUntil = later(n.NominatedUntil, s.NominatedUntil)
+		n.LastPodEventAt = later(n.LastPodEventAt, s.LastPodEventAt)
+		n.LaunchedByConsolidationAt = later(n.LaunchedByConsolidationAt, s.LaunchedByConsolidationAt)
+		n.Disrupting = n.Disrupting || s.Reserved
+		n.Deleting = n.Deleting || s.Deleting
+	}
+	return n
+}
+
+// looksInitialized judges from the Node alone whether its workflow
+// initialized it: registered (unregistered taint gone), startup taints
+// gone, and Ready — or older than registration can take, since a node
+// that goes NotReady after initialization stays initialized.
+func (w *world) looksInitialized(node *corev1.Node, ps *poolState) bool {
+	if hasTaintKey(node.Spec.Taints, activities.UnregisteredTaintKey) {
+		return false
+	}
+	if ps != nil {
+		for _, t := range ps.pool.Spec.Template.Spec.StartupTaints {
+			if containsTaint(node.Spec.Taints, t) {
+				return false
+			}
+		}
+	}
+	return nodeReady(node) || w.now.Sub(node.CreationTimestamp.Time) >= startingUpFor
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// pdbIndex returns, for a pod, the PodDisruptionBudgets that block its
+// eviction: its one matching PDB when that allows no disruption now, or
+// all of them when several match (the Eviction API refuses those).
+func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
+	type entry struct {
+		name     string
+		selector labels.Selector
+		allowed  int32
+	}
+	byNamespace := map[string][]entry{}
+	for _, pdb := range pdbs {
+		if pdb.Spec.Selector == nil {
+			continue // a nil selector selects no pod
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			continue
+		}
+		byNamespace[pdb.Namespace] = append(byNamespace[pdb.Namespace],
+			entry{name: pdb.Namespace + "/" + pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed})
+	}
+	return func(pod *corev1.Pod) []string {
+		var matched []entry
+		for _, e := range byNamespace[pod.Namespace] {
+			if e.selector.Matches(labels.Set(pod.Labels)) {
+				matched = append(matched, e)
+			}
+		}
+		switch {
+		case len(matched) == 1 && matched[0].allowed <= 0:
+			return []string{matched[0].name}
+		case len(matched) > 1:
+			names := make([]string, len(matched))
+			for i, e := range matched {
+				names[i] = e.name
+			}
+			sort.Strings(names)
+			return names
+		}
+		return nil
+	}
+}

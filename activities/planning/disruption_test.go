@@ -1,0 +1,239 @@
+package planning
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
+)
+
+// newDisruptionPlanner reads the live cluster with a clock an hour ahead,
+// so every node created by the test is past its nomination window and
+// consolidateAfter.
+func newDisruptionPlanner(t *testing.T) *Planner {
+	t.Helper()
+	p, err := New(Config{
+		Cluster: testClusterName, State: NewAPIState(testClientset, testDynamic), InstanceTypes: testProvider,
+		Clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour)), Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// millwrightNode is a Node as a node workflow leaves it once registered:
+// pool and node claim labels, the offering's labels.
+func millwrightNode(pool, instanceType, cpu, memory string) *nodeBuilder {
+	b := newNode(cpu, memory).label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
+		label(corev1.LabelInstanceTypeStable, instanceType).label(corev1.LabelTopologyZone, "us-east-1a").
+		label(apisv1.LabelCapacityType, apisv1.CapacityTypeOnDemand)
+	return b.label(activities.NodeClaimLabel, "claim-"+b.node.Name)
+}
+
+func (b *nodeBuilder) annotate(key, value string) *nodeBuilder {
+	b.node.Annotations[key] = value
+	return b
+}
+
+func computeCommands(t *testing.T, p *Planner, req activities.ComputeCommandsRequest) activities.ComputeCommandsResponse {
+	t.Helper()
+	if req.Cluster == "" {
+		req.Cluster = testClusterName
+	}
+	resp, err := p.ComputeCommands(t.Context(), req)
+	if err != nil {
+		t.Fatalf("ComputeCommands: %v", err)
+	}
+	return resp
+}
+
+// commandsOfPool keeps the commands whose candidates are the pool's (the
+// cluster is shared with other tests).
+func commandsOfPool(resp activities.ComputeCommandsResponse, pool string) []activities.DisruptionCommand {
+	var out []activities.DisruptionCommand
+	for _, cmd := range resp.Commands {
+		if len(cmd.Candidates) > 0 && cmd.Candidates[0].NodePool == pool {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+func verdictOf(resp activities.ComputeCommandsResponse, node string) (activities.DisruptionVerdict, bool) {
+	for _, v := range resp.Verdicts {
+		if v.NodeName == node {
+			return v, true
+		}
+	}
+	return activities.DisruptionVerdict{}, false
+}
+
+// Two mostly idle nodes are replaced by one cheaper node holding both
+// pods: the command names both candidates and carries a launch spec of the
+// pool, marked as a consolidation replacement.
+func TestComputeCommandsConsolidatesIdleNodes(t *testing.T) {
+	requireStack(t)
+	planner := newDisruptionPlanner(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "disruption")
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.2xlarge").
+		mutate(func(np *apisv1.NodePool) { np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "100%"}} }).create(t)
+	var nodes, pods []string
+	for range 2 {
+		node := millwrightNode(pool, "m5.2xlarge", "8", "32Gi").createReady(t)
+		pod := newPod(ns, clustertesting.UniqueName("app"), "500m", "1Gi").selectPool(pool).bindTo(node).create(t)
+		nodes, pods = append(nodes, node), append(pods, podKey(pod))
+	}
+	slices.Sort(nodes)
+	slices.Sort(pods)
+
+	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{})
+
+	cmds := commandsOfPool(resp, pool)
+	if len(cmds) != 1 {
+		t.Fatalf("%d command(s) for the pool, want 1: %+v (verdicts %+v)", len(cmds), cmds, resp.Verdicts)
+	}
+	cmd := cmds[0]
+	var candidates []string
+	for _, c := range cmd.Candidates {
+		candidates = append(candidates, c.NodeName)
+		if c.NodeClaimName != "claim-"+c.NodeName || c.PricePerHour <= 0 {
+			t.Errorf("candidate %+v: want its node claim and its offering's price", c)
+		}
+	}
+	slices.Sort(candidates)
+	if cmd.Reason != disruption.ReasonUnderutilized || cmd.Kind != disruption.KindReplace || !slices.Equal(candidates, nodes) {
+		t.Fatalf("command %s/%s over %v, want Underutilized/replace over %v (%s)", cmd.Reason, cmd.Kind, candidates, nodes, cmd.Message)
+	}
+	if len(cmd.Replacements) != 1 {
+		t.Fatalf("%d replacement(s), want 1", len(cmd.Replacements))
+	}
+	spec := cmd.Replacements[0]
+	if spec.NodePool != pool || spec.InstanceTypeOptions[0].Name != "m5.large" || !slices.Equal(spec.PodKeys, pods) {
+		t.Errorf("replacement: pool %s, options %v, pods %v; want %s, m5.large first, %v", spec.NodePool, optionNames(spec), spec.PodKeys, pool, pods)
+	}
+	if spec.Annotations[apisv1.AnnotationLaunchedByConsolidation] == "" {
+		t.Errorf("replacement annotations %v lack %s", spec.Annotations, apisv1.AnnotationLaunchedByConsolidation)
+	}
+	if cmd.SavingsPerHour <= 0 || cmd.Message == "" {
+		t.Errorf("savings %v, message %q", cmd.SavingsPerHour, cmd.Message)
+	}
+	for _, b := range resp.Budgets {
+		if b.NodePool == pool && (b.Nodes != 2 || b.Allowed[disruption.ReasonUnderutilized] != 2) {
+			t.Errorf("budget %+v: want 2 nodes, 2 allowed", b)
+		}
+	}
+}
+
+// What the cluster shows decides each node's verdict: a do-not-disrupt
+// annotation, a PodDisruptionBudget allowing no eviction, the unregistered
+// taint, a stale template hash (drift), an AMI the class no longer
+// resolves (drift), and what the request says of a node claim.
+func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
+	requireStack(t)
+	planner := newDisruptionPlanner(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "disruption")
+	nodeClass := createNodeClass(t)
+	setResolvedAMIs(t, nodeClass, "ami-new")
+	pool := newPool(nodeClass).onDemandTypes("m5.large", "m5.xlarge").
+		mutate(func(np *apisv1.NodePool) { np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "100%"}} }).create(t)
+	node := func(b *nodeBuilder) string { return b.createReady(t) }
+	base := func() *nodeBuilder { return millwrightNode(pool, "m5.xlarge", "4", "16Gi") }
+
+	protected := node(base().annotate(apisv1.AnnotationKarpenterDoNotDisrupt, "true"))
+	guarded := node(base())
+	guardedPod := newPod(ns, clustertesting.UniqueName("guarded"), "3", "1Gi").selectPool(pool).bindTo(guarded)
+	guardedPod.pod.Labels = map[string]string{"app": "guarded"}
+	guardedPod.create(t)
+	createBlockingPDB(t, ns, "guarded")
+	unregistered := node(base().taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute))
+	stale := node(base().annotate(apisv1.AnnotationNodePoolHash, "stale").annotate(apisv1.AnnotationNodePoolHashVersion, disruption.NodePoolHashVersion))
+	oldAMI := node(base().annotate(apisv1.AnnotationImageID, "ami-old"))
+	reserved := node(base())
+	newPod(ns, clustertesting.UniqueName("busy"), "3", "1Gi").selectPool(pool).bindTo(oldAMI).create(t)
+
+	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{
+		Nodes: []activities.DisruptionNodeState{{NodeClaimName: "claim-" + reserved, Reserved: true}},
+	})
+
+	for node, want := range map[string]string{
+		protected:    `disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation`,
+		guarded:      "pdb " + ns + "/guarded prevents pod evictions",
+		unregistered: "node isn't initialized",
+		reserved:     "node is deleting or marked for deletion",
+	} {
+		v, ok := verdictOf(resp, node)
+		if !ok || !strings.HasPrefix(v.Message, want) || v.Event != disruption.EventDisruptionBlocked {
+			t.Errorf("verdict of %s = %+v, want DisruptionBlocked %q", node, v, want)
+		}
+	}
+	drifted := map[string]string{}
+	for _, cmd := range commandsOfPool(resp, pool) {
+		if cmd.Reason == disruption.ReasonDrifted {
+			drifted[cmd.Candidates[0].NodeName] = cmd.Message
+		}
+	}
+	if got, want := drifted[stale], "Drifted: NodePool template changed since launch"; got != want {
+		t.Errorf("stale template: command %q, want %q (commands %+v)", got, want, resp.Commands)
+	}
+	if got, want := drifted[oldAMI], "Drifted: AMI ami-old → ami-new"; got != want {
+		t.Errorf("old AMI: command %q, want %q", got, want)
+	}
+}
+
+// createBlockingPDB guards the pods labelled app with minAvailable 1 and
+// waits until the disruption controller has computed that no eviction is
+// allowed.
+func createBlockingPDB(t *testing.T, ns, app string) {
+	t.Helper()
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+	}
+	if _, err := testClientset.PolicyV1().PodDisruptionBudgets(ns).Create(t.Context(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clustertesting.Eventually(t, time.Minute, "PDB "+app+" computed", func(ctx context.Context) (bool, error) {
+		got, err := testClientset.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == 1, nil
+	})
+}
+
+// setResolvedAMIs writes the class's status as the status controller
+// would: these AMIs resolved.
+func setResolvedAMIs(t *testing.T, name string, ids ...string) {
+	t.Helper()
+	client := testDynamic.Resource(EC2NodeClassResource)
+	u, err := client.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amis []any
+	for _, id := range ids {
+		amis = append(amis, map[string]any{"id": id, "requirements": []any{}})
+	}
+	if err := unstructured.SetNestedSlice(u.Object, amis, "status", "amis"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.UpdateStatus(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
