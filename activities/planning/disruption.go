@@ -180,7 +180,7 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 		states[s.NodeClaimName] = s
 	}
 	blocking := pdbIndex(pdbs)
-	window := max(2*in.Options.BatchMaxDuration, disruption.MinNominationWindow)
+	window := activities.NominationWindowFor(in.Options.BatchMaxDuration)
 	sorted := slices.Clone(nodes)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, node := range sorted {
