@@ -2,7 +2,6 @@ package planning
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
@@ -34,17 +32,10 @@ const defaultBatchMaxDuration = 10 * time.Second
 // activities.DisruptionActivities). It only reads; the same cluster state
 // and request yield the same answer.
 func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
-	ticker, ok := p.clock.(clock.WithTicker)
-	if !ok {
-		ticker = clock.RealClock{}
-	}
-	defer activities.KeepAlive(ctx, ticker, activities.HeartbeatInterval)()
-	cluster := req.Cluster
-	if cluster == "" {
-		cluster = p.cluster
-	}
-	if cluster == "" {
-		return activities.ComputeCommandsResponse{}, fmt.Errorf("compute commands request: cluster is empty and the planner has no default cluster")
+	defer p.keepAlive(ctx)()
+	cluster, err := p.clusterOf("compute commands", req.Cluster)
+	if err != nil {
+		return activities.ComputeCommandsResponse{}, err
 	}
 	started := p.clock.Now()
 	w, in, err := p.observeForDisruption(ctx, req)

@@ -107,17 +107,10 @@ func New(cfg Config) (*Planner, error) {
 // same pods (a name derived from the pods would collide with the closed
 // workflow of a node that found no capacity).
 func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
-	ticker, ok := p.clock.(clock.WithTicker)
-	if !ok {
-		ticker = clock.RealClock{}
-	}
-	defer activities.KeepAlive(ctx, ticker, activities.HeartbeatInterval)()
-	cluster := req.Cluster
-	if cluster == "" {
-		cluster = p.cluster
-	}
-	if cluster == "" {
-		return activities.PlanResponse{}, fmt.Errorf("plan request: cluster is empty and the planner has no default cluster")
+	defer p.keepAlive(ctx)()
+	cluster, err := p.clusterOf("plan", req.Cluster)
+	if err != nil {
+		return activities.PlanResponse{}, err
 	}
 	started := p.clock.Now()
 	w, err := p.observe(ctx, req)
@@ -165,6 +158,26 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 
 	p.logPlan(req, w, resp, observed, p.clock.Since(started))
 	return resp, nil
+}
+
+// keepAlive heartbeats the activity until the returned stop is called.
+func (p *Planner) keepAlive(ctx context.Context) (stop func()) {
+	ticker, ok := p.clock.(clock.WithTicker)
+	if !ok {
+		ticker = clock.RealClock{}
+	}
+	return activities.KeepAlive(ctx, ticker, activities.HeartbeatInterval)
+}
+
+// clusterOf is the request's cluster, or the planner's default.
+func (p *Planner) clusterOf(what, cluster string) (string, error) {
+	if cluster == "" {
+		cluster = p.cluster
+	}
+	if cluster == "" {
+		return "", fmt.Errorf("%s request: cluster is empty and the planner has no default cluster", what)
+	}
+	return cluster, nil
 }
 
 func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.PlanResponse, observed, took time.Duration) {
