@@ -29,6 +29,11 @@ const (
 	// InitializationTimeoutErrorType: the Node did not become initialized by
 	// the deadline. Not retryable.
 	InitializationTimeoutErrorType = "InitializationTimeout"
+	// LaunchFailedErrorType: EC2 launched nothing and no failure was about
+	// capacity (it rejected the request, e.g. the launch template). Not
+	// retryable as is: the error's details name the rejected offerings and
+	// until when each is backed off.
+	LaunchFailedErrorType = "LaunchFailed"
 )
 
 // NonRetryableErrorTypes lists the error types no retry policy should retry;
@@ -144,6 +149,36 @@ func NewInitializationTimeoutError(nodeName, missing string, waited time.Duratio
 // error.
 func IsInitializationTimeout(err error) bool {
 	_, ok := applicationError(err, InitializationTimeoutErrorType)
+	return ok
+}
+
+// NewLaunchFailedError reports a launch EC2 rejected for a reason other than
+// capacity, with the offerings it rejected and until when each is backed
+// off.
+func NewLaunchFailedError(message string, rejected []UnavailableOffering) error {
+	return temporal.NewApplicationErrorWithOptions(message, LaunchFailedErrorType,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{rejected}})
+}
+
+// LaunchRejectedOfferings returns the offerings a LaunchFailed error names
+// (with their backoff), and whether err is one.
+func LaunchRejectedOfferings(err error) ([]UnavailableOffering, bool) {
+	appErr, ok := applicationError(err, LaunchFailedErrorType)
+	if !ok {
+		return nil, false
+	}
+	var rejected []UnavailableOffering
+	if appErr.HasDetails() {
+		if detailsErr := appErr.Details(&rejected); detailsErr != nil {
+			return nil, true
+		}
+	}
+	return rejected, true
+}
+
+// IsLaunchFailed reports whether err is a LaunchFailed error.
+func IsLaunchFailed(err error) bool {
+	_, ok := applicationError(err, LaunchFailedErrorType)
 	return ok
 }
 

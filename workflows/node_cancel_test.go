@@ -170,3 +170,33 @@ func TestOwnTerminationIsNotAnInterruption(t *testing.T) {
 	}
 	decisionAt(t, history, "Instance state change (shutting-down) while terminating the instance; not an interruption")
 }
+
+// A launch EC2 rejects for a reason other than capacity hands the rejected
+// offerings, with the launcher's backoff, to the provisioner, which avoids
+// them until then instead of planning the same launch again at once.
+func TestRejectedLaunchBacksOffItsOfferings(t *testing.T) {
+	h := newNodeHarness(t)
+	key := activities.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: activities.CapacityTypeSpot}
+	rejected := []activities.UnavailableOffering{{OfferingKey: key, Until: t0.Add(2 * time.Minute)}}
+	h.env.OnActivity(activities.LaunchActivity, mock.Anything, mock.Anything).
+		Return(activities.LaunchResponse{}, activities.NewLaunchFailedError("CreateFleet launched no instance: InvalidParameterValue", rejected))
+
+	result := h.runNode(nodeSpec(), nil)
+
+	if result.Termination.Reason != ReasonLaunchFailed {
+		t.Fatalf("terminated for %s, want LaunchFailed", result.Termination.Reason)
+	}
+	var replan *ReplanRequest
+	for _, r := range h.rec.replanRequests() {
+		if len(r.PodKeys) > 0 {
+			replan = &r
+		}
+	}
+	if replan == nil || len(replan.UnavailableOfferings) != 1 || replan.UnavailableOfferings[0].OfferingKey != key ||
+		!replan.UnavailableOfferings[0].Until.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("pods re-planned with %+v, want the rejected offering unavailable until t0+2m", replan)
+	}
+	if rejections := h.history().Launch.Rejected; len(rejections) != 1 || rejections[0].Reason != "rejected by EC2" {
+		t.Errorf("launch record's rejections %+v", rejections)
+	}
+}

@@ -118,9 +118,24 @@ func (w *nodeLifecycle) capacityExhausted() Phase {
 // launchFailed ends a node whose launch failed for good. An invalid NodeClass
 // is not re-planned at once (it would fail the same way in a loop); the
 // provisioner's resync retries once the NodeClass is fixed.
+//
+// Offerings EC2 rejected for another reason come back with the backoff the
+// launcher gave them: the provisioner avoids them until then, instead of
+// planning the same offering (and the same rejection) again at once.
 func (w *nodeLifecycle) launchFailed(err error) Phase {
 	w.requestTermination(Termination{Reason: ReasonLaunchFailed, Detail: err.Error()})
-	if !activities.IsInvalidNodeClass(err) {
+	rejected, _ := activities.LaunchRejectedOfferings(err)
+	switch {
+	case activities.IsInvalidNodeClass(err):
+	case len(rejected) > 0 && changed(w.ctx, changeLaunchRejectionBackoff):
+		keys := make([]activities.OfferingKey, len(rejected))
+		for i, offering := range rejected {
+			keys[i] = offering.OfferingKey
+		}
+		w.rejectOfferings(keys, "rejected by EC2")
+		w.decide("EC2 rejected %s; the provisioner avoids them until their backoff ends", joinOfferings(keys))
+		w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, UnavailableOfferings: rejected, Reason: "launch rejected"})
+	default:
 		w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "launch failed"})
 	}
 	w.logger.Error("Launch failed", "error", err)

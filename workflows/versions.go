@@ -57,6 +57,11 @@ const (
 	// of Millwright's own TerminateInstances) is not an interruption: no
 	// replan for replacements, not listed among the interruptions.
 	changeOwnTerminationIsNoInterruption changeID = "own-termination-is-no-interruption"
+	// changeLaunchRejectionBackoff (node_launch.go): a launch EC2 rejected
+	// for a reason other than capacity re-plans its pods with the rejected
+	// offerings and their backoff as unavailable, instead of letting the
+	// provisioner plan the same offering again at once, in a loop.
+	changeLaunchRejectionBackoff changeID = "launch-rejection-backoff"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 	"github.com/millwright/millwright/activities/userdata"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/scheduling"
@@ -34,12 +36,13 @@ const (
 	InvalidLaunchRequestErrorType = "InvalidLaunchRequest"
 	// LaunchFailedErrorType: CreateFleet launched nothing and no failure was
 	// about capacity (e.g. EC2 rejected the launch template). Retrying the
-	// same request would replay the same answer, so it is not retryable.
-	LaunchFailedErrorType = "LaunchFailed"
+	// same request would replay the same answer, so it is not retryable;
+	// the rejected offerings are backed off (UnavailableOfferings.MarkRejected).
+	LaunchFailedErrorType = activities.LaunchFailedErrorType
 )
 
 // IsLaunchFailed reports whether err is a LaunchFailed error.
-func IsLaunchFailed(err error) bool { return hasApplicationErrorType(err, LaunchFailedErrorType) }
+func IsLaunchFailed(err error) bool { return activities.IsLaunchFailed(err) }
 
 // IsInvalidLaunchRequest reports whether err is an InvalidLaunchRequest error.
 func IsInvalidLaunchRequest(err error) bool {
@@ -552,10 +555,14 @@ func (p *Provider) deleteLaunchTemplates(ctx context.Context, templates map[stri
 // that failed.
 func (p *Provider) launchResult(ctx context.Context, req activities.LaunchRequest, plan *fleetPlan, out *ec2.CreateFleetOutput) (activities.LaunchResponse, error) {
 	var capacityFailures, otherFailures []string
+	rejected := map[activities.OfferingKey]string{} // offering → EC2's error code
 	for _, fe := range out.Errors {
 		code := aws.ToString(fe.ErrorCode)
 		if !unfulfillableCapacityCodes[code] {
 			otherFailures = append(otherFailures, code+": "+aws.ToString(fe.ErrorMessage))
+			if key, ok := plan.failedOffering(fe); ok {
+				rejected[key] = code
+			}
 			continue
 		}
 		capacityFailures = append(capacityFailures, code)
@@ -574,8 +581,42 @@ func (p *Provider) launchResult(ctx context.Context, req activities.LaunchReques
 			fmt.Sprintf("CreateFleet launched no %s instance for %s: %s", plan.capacityType, req.NodeClaimName, summarize(append(capacityFailures, otherFailures...))),
 			plan.offered)
 	}
-	return activities.LaunchResponse{}, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("CreateFleet launched no instance for %s: %s", req.NodeClaimName, summarize(otherFailures)), LaunchFailedErrorType, nil)
+	return activities.LaunchResponse{}, activities.NewLaunchFailedError(
+		fmt.Sprintf("CreateFleet launched no instance for %s: %s", req.NodeClaimName, summarize(otherFailures)),
+		p.backOffRejected(req, plan, rejected, otherFailures))
+}
+
+// backOffRejected backs off the offerings EC2 rejected for a reason other
+// than capacity (all offered when the errors name none), so neither this
+// worker's planner nor the provisioner (told through the node workflow)
+// plans them again at once, and publishes a Warning on the NodePool.
+func (p *Provider) backOffRejected(req activities.LaunchRequest, plan *fleetPlan, rejected map[activities.OfferingKey]string, failures []string) []activities.UnavailableOffering {
+	if len(rejected) == 0 {
+		for _, key := range plan.offered {
+			rejected[key] = "unattributed"
+		}
+	}
+	keys := make([]activities.OfferingKey, 0, len(rejected))
+	for key := range rejected {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b activities.OfferingKey) int { return strings.Compare(a.String(), b.String()) })
+	backedOff := make([]activities.UnavailableOffering, 0, len(keys))
+	for _, key := range keys {
+		until, backoff := p.Unavailable.MarkRejected(key, rejected[key])
+		backedOff = append(backedOff, activities.UnavailableOffering{OfferingKey: key, Until: until})
+		p.log.Warn("EC2 rejected the launch; offering backed off", zap.String("nodeClaim", req.NodeClaimName),
+			zap.String("offering", key.String()), zap.String("code", rejected[key]), zap.Duration("backoff", backoff))
+		p.events.Publish(events.Event{
+			InvolvedObject: events.NodePoolRef(req.NodePool, ""),
+			Type:           corev1.EventTypeWarning,
+			Reason:         events.FailedLaunch,
+			Message: fmt.Sprintf("EC2 rejected launching %s (%s): %s; not launched there again for %s",
+				key, rejected[key], summarize(failures), backoff),
+			DedupeValues: []string{req.NodePool, key.String(), rejected[key]},
+		})
+	}
+	return backedOff
 }
 
 // failedOffering is the offering a fleet error is about.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
 )
@@ -72,6 +73,9 @@ type Options struct {
 	// Clock drives caches and polling; default the real clock.
 	Clock  clock.WithTicker
 	Logger *zap.Logger
+	// Events publishes the NodePool warnings of launches EC2 rejects;
+	// default events.Discard.
+	Events events.Recorder
 
 	InstanceTypesTTL  time.Duration
 	SpotPricesTTL     time.Duration
@@ -98,6 +102,7 @@ type Provider struct {
 	cluster     ClusterInfo
 	clock       clock.WithTicker
 	log         *zap.Logger
+	events      events.Recorder
 
 	pollInterval     time.Duration
 	maxInstanceTypes int
@@ -113,6 +118,9 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
+	}
+	if opts.Events == nil {
+		opts.Events = events.Discard
 	}
 	if opts.TerminationPollInterval <= 0 {
 		opts.TerminationPollInterval = DefaultTerminationPollInterval
@@ -140,7 +148,7 @@ func New(opts Options) (*Provider, error) {
 	return &Provider{
 		InstanceTypes: types, NodeClasses: resolver, Unavailable: unavailable,
 		ec2: opts.EC2, nodeClasses: opts.NodeClasses, cluster: opts.Cluster,
-		clock: opts.Clock, log: opts.Logger.Named("cloud"),
+		clock: opts.Clock, log: opts.Logger.Named("cloud"), events: opts.Events,
 		pollInterval: opts.TerminationPollInterval, maxInstanceTypes: opts.MaxInstanceTypes,
 	}, nil
 }

@@ -129,7 +129,7 @@ func New(cfg Config) (*Activities, error) {
 	provider, err := cloud.New(cloud.Options{
 		EC2: cfg.EC2, Pricing: cfg.Pricing, Region: cfg.Region, Cluster: cfg.Cluster,
 		NodeClasses: NewNodeClassReader(cfg.Dynamic), Clock: cfg.Clock, Logger: cfg.Logger,
-		TerminationPollInterval: cfg.TerminationPollInterval,
+		TerminationPollInterval: cfg.TerminationPollInterval, Events: cfg.Events,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("millwright activities: %w", err)

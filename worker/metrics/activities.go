@@ -66,6 +66,11 @@ func (a *InstrumentedActivities) Launch(ctx context.Context, req activities.Laun
 				a.metrics.OfferingUnavailable(o.InstanceType, o.Zone, o.CapacityType)
 			}
 		}
+		if rejected, ok := activities.LaunchRejectedOfferings(err); ok {
+			for _, o := range rejected {
+				a.metrics.OfferingRejected(req.NodePool, o.InstanceType, o.Zone, o.CapacityType)
+			}
+		}
 		return resp, err
 	}
 	a.metrics.NodeLaunched(req.NodePool, resp.InstanceType, resp.Zone, resp.CapacityType)
@@ -81,6 +86,8 @@ func LaunchErrorCause(err error) string {
 		return CauseThrottled
 	case activities.IsInvalidNodeClass(err):
 		return CauseInvalidNodeClass
+	case activities.IsLaunchFailed(err):
+		return CauseLaunchRejected
 	default:
 		return CauseOther
 	}

@@ -88,6 +88,7 @@ func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
 		{name: "insufficient capacity", launchErr: activities.NewInsufficientCapacityError("no capacity", iceOfferings), wantCause: CauseInsufficientCapacity},
 		{name: "throttled", launchErr: activities.NewThrottledError("CreateFleet", errors.New("RequestLimitExceeded"), 1), wantCause: CauseThrottled},
 		{name: "invalid node class", launchErr: activities.NewInvalidNodeClassError("default", "spec.role", "empty"), wantCause: CauseInvalidNodeClass},
+		{name: "rejected", launchErr: activities.NewLaunchFailedError("CreateFleet launched no instance", []activities.UnavailableOffering{{OfferingKey: iceOfferings[0]}}), wantCause: CauseLaunchRejected},
 		{name: "other", launchErr: errors.New("CreateFleet: connection reset"), wantCause: CauseOther},
 	}
 	for _, tc := range cases {
@@ -126,6 +127,17 @@ func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
 						t.Errorf("offerings unavailable %s = %v, want 1", o, got)
 					}
 				}
+			}
+			wantRejected := 0
+			if tc.wantCause == CauseLaunchRejected {
+				wantRejected = 1
+				o := iceOfferings[0]
+				if got := testutil.ToFloat64(m.offeringsRejected.WithLabelValues("default", o.InstanceType, o.Zone, o.CapacityType)); got != 1 {
+					t.Errorf("offerings rejected %s = %v, want 1", o, got)
+				}
+			}
+			if n := testutil.CollectAndCount(m.offeringsRejected); n != wantRejected {
+				t.Errorf("%d rejected-offering series, want %d", n, wantRejected)
 			}
 			if n := testutil.CollectAndCount(m.offeringsUnavailable); n != wantUnavailable {
 				t.Errorf("%d unavailable offering series, want %d", n, wantUnavailable)

@@ -16,6 +16,7 @@ const (
 	CauseInsufficientCapacity = "insufficient_capacity"
 	CauseThrottled            = "throttled"
 	CauseInvalidNodeClass     = "invalid_nodeclass"
+	CauseLaunchRejected       = "launch_rejected"
 	CauseOther                = "other"
 )
 
@@ -36,6 +37,7 @@ type Metrics struct {
 	nodesLaunched        *prometheus.CounterVec
 	launchErrors         *prometheus.CounterVec
 	offeringsUnavailable *prometheus.CounterVec
+	offeringsRejected    *prometheus.CounterVec
 	nodesTerminated      *prometheus.CounterVec
 	pendingPods          prometheus.Histogram
 	planDuration         prometheus.Histogram
@@ -64,12 +66,16 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 		}, []string{"nodepool", "instance_type", "zone", "capacity_type"}),
 		launchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "nodes", Name: "launch_errors_total",
-			Help: "Failed Launch activity attempts, by NodePool and cause (insufficient_capacity, throttled, invalid_nodeclass, other).",
+			Help: "Failed Launch activity attempts, by NodePool and cause (insufficient_capacity, throttled, invalid_nodeclass, launch_rejected, other).",
 		}, []string{"nodepool", "cause"}),
 		offeringsUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "offerings", Name: "unavailable_total",
 			Help: "Offerings EC2 reported out of capacity during a launch.",
 		}, []string{"instance_type", "zone", "capacity_type"}),
+		offeringsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "offerings", Name: "launch_rejected_total",
+			Help: "Offerings EC2 rejected a launch on for a reason other than capacity; each is backed off (1m doubling to 30m).",
+		}, []string{"nodepool", "instance_type", "zone", "capacity_type"}),
 		nodesTerminated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "nodes", Name: "terminated_total",
 			Help: "Instances terminated by node workflows, by NodePool and termination reason.",
@@ -103,7 +109,7 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 		}, []string{"service", "operation", "error"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.nodesLaunched, m.launchErrors, m.offeringsUnavailable, m.nodesTerminated, m.pendingPods,
+		m.nodesLaunched, m.launchErrors, m.offeringsUnavailable, m.offeringsRejected, m.nodesTerminated, m.pendingPods,
 		m.planDuration, m.plannedNodes, m.interruptionMessages, m.cloudDuration, m.cloudErrors,
 	} {
 		if err := registry.Register(c); err != nil {
@@ -124,6 +130,12 @@ func (m *Metrics) NodeLaunched(nodePool, instanceType, zone, capacityType string
 // LaunchFailed counts a failed launch attempt with its cause (Cause...).
 func (m *Metrics) LaunchFailed(nodePool, cause string) {
 	m.launchErrors.WithLabelValues(nodePool, cause).Inc()
+}
+
+// OfferingRejected counts an offering EC2 rejected a launch on for a reason
+// other than capacity.
+func (m *Metrics) OfferingRejected(nodePool, instanceType, zone, capacityType string) {
+	m.offeringsRejected.WithLabelValues(nodePool, instanceType, zone, capacityType).Inc()
 }
 
 // OfferingUnavailable counts an offering EC2 had no capacity for.

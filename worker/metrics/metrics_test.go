@@ -58,10 +58,23 @@ millwright_nodes_launched_total{capacity_type="spot",instance_type="m5.large",no
 			},
 			metric: "millwright_nodes_launch_errors_total",
 			want: `
-# HELP millwright_nodes_launch_errors_total Failed Launch activity attempts, by NodePool and cause (insufficient_capacity, throttled, invalid_nodeclass, other).
+# HELP millwright_nodes_launch_errors_total Failed Launch activity attempts, by NodePool and cause (insufficient_capacity, throttled, invalid_nodeclass, launch_rejected, other).
 # TYPE millwright_nodes_launch_errors_total counter
 millwright_nodes_launch_errors_total{cause="insufficient_capacity",nodepool="default"} 1
 millwright_nodes_launch_errors_total{cause="throttled",nodepool="default"} 2
+`,
+		},
+		{
+			name: "offerings EC2 rejected a launch on",
+			record: func(m *Metrics) {
+				m.OfferingRejected("default", "m5.large", "us-east-1a", "spot")
+				m.OfferingRejected("default", "m5.large", "us-east-1a", "spot")
+			},
+			metric: "millwright_offerings_launch_rejected_total",
+			want: `
+# HELP millwright_offerings_launch_rejected_total Offerings EC2 rejected a launch on for a reason other than capacity; each is backed off (1m doubling to 30m).
+# TYPE millwright_offerings_launch_rejected_total counter
+millwright_offerings_launch_rejected_total{capacity_type="spot",instance_type="m5.large",nodepool="default",zone="us-east-1a"} 2
 `,
 		},
 		{
