@@ -69,6 +69,18 @@ func (c *computation) buildCapacity() {
 	}
 	cp.first = append(cp.first, c.in.PendingPods...)
 	c.capacity = cp
+	if cp.topology {
+		// Label classes of every pod the packer may have to count, before
+		// any simulation sizes its relevance table by them.
+		for _, n := range cp.nodes {
+			for _, pod := range n.Pods {
+				c.classOf(pod)
+			}
+		}
+		for _, pod := range cp.first {
+			c.classOf(pod)
+		}
+	}
 }
 
 func (cp *capacity) add(n packer.Node) {
@@ -192,10 +204,8 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		topoNodes = make([]packer.Node, 0, len(usable))
 		for _, i := range usable {
 			n := cp.nodes[i]
+			// Every node stays, full or not: its labels make the domains.
 			n.Pods = c.relevantPods(n.Pods, relevant)
-			if len(n.Pods) == 0 && !roomFor(n.Available, minReq) {
-				continue
-			}
 			topoNodes = append(topoNodes, n)
 		}
 		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes})
@@ -352,7 +362,7 @@ func (c *computation) launchPools(maxPrice float64, need scheduling.Resources, a
 			lp.Name = np.Pool.Name
 		}
 		if one {
-			lp.InstanceTypes = cheaperTypes(lp.InstanceTypes, maxPrice, need, alts)
+			lp.InstanceTypes = cheaperTypes(lp.InstanceTypes, maxPrice, need.Add(c.daemonSetOverhead(lp.Taints)), alts)
 			lp.Limits = maps.Clone(lp.Limits)
 			if lp.Limits == nil {
 				lp.Limits = corev1.ResourceList{}
@@ -369,6 +379,19 @@ func (c *computation) launchPools(maxPrice float64, need scheduling.Resources, a
 		}
 	}
 	return out
+}
+
+// daemonSetOverhead is what the DaemonSet pods that tolerate taints
+// request together: a new node of the pool runs them beside the moved pods
+// (their node selectors are not checked, so the overhead is an upper bound).
+func (c *computation) daemonSetOverhead(taints []corev1.Taint) scheduling.Resources {
+	var sum scheduling.Resources
+	for _, ds := range c.in.DaemonSetPods {
+		if _, bad := scheduling.UntoleratedTaint(ds.Spec.Tolerations, taints); !bad {
+			sum = sum.Add(c.requests(ds))
+		}
+	}
+	return sum
 }
 
 // cheaperTypes are the types (at most maxReplacementTypes, cheapest first)
