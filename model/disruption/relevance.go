@@ -66,47 +66,56 @@ func (c *computation) classOf(pod *corev1.Pod) int {
 // termsOf lists the selectors the pods count others with.
 func termsOf(pods []*corev1.Pod) []topologyTerm {
 	var out []topologyTerm
-	add := func(ns map[string]bool, ls *metav1.LabelSelector) {
-		if ls == nil {
-			return
-		}
-		sel, err := metav1.LabelSelectorAsSelector(ls)
-		if err != nil {
-			sel = labels.Everything() // keep every pod rather than miss one
-		}
-		out = append(out, topologyTerm{namespaces: ns, selector: sel})
-	}
 	for _, pod := range pods {
 		own := map[string]bool{namespaceOf(pod): true}
 		for _, tsc := range pod.Spec.TopologySpreadConstraints {
-			add(own, tsc.LabelSelector)
+			out = appendTerm(out, own, tsc.LabelSelector)
 		}
 		a := pod.Spec.Affinity
 		if a == nil {
 			continue
 		}
-		var terms []corev1.PodAffinityTerm
 		if a.PodAffinity != nil {
-			terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+			out = appendAffinityTerms(out, pod, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 		}
 		if a.PodAntiAffinity != nil {
-			terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-		}
-		for _, t := range terms {
-			ns := own
-			switch {
-			case t.NamespaceSelector != nil:
-				ns = nil
-			case len(t.Namespaces) > 0:
-				ns = map[string]bool{}
-				for _, n := range t.Namespaces {
-					ns[n] = true
-				}
-			}
-			add(ns, t.LabelSelector)
+			out = appendAffinityTerms(out, pod, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 		}
 	}
 	return out
+}
+
+// antiAffinityTerms are pod's required anti-affinity selectors.
+func antiAffinityTerms(pod *corev1.Pod) []topologyTerm {
+	return appendAffinityTerms(nil, pod, pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+}
+
+func appendAffinityTerms(out []topologyTerm, pod *corev1.Pod, terms []corev1.PodAffinityTerm) []topologyTerm {
+	for _, t := range terms {
+		ns := map[string]bool{namespaceOf(pod): true}
+		switch {
+		case t.NamespaceSelector != nil:
+			ns = nil
+		case len(t.Namespaces) > 0:
+			ns = map[string]bool{}
+			for _, n := range t.Namespaces {
+				ns[n] = true
+			}
+		}
+		out = appendTerm(out, ns, t.LabelSelector)
+	}
+	return out
+}
+
+func appendTerm(out []topologyTerm, ns map[string]bool, ls *metav1.LabelSelector) []topologyTerm {
+	if ls == nil {
+		return out
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		sel = labels.Everything() // keep every pod rather than miss one
+	}
+	return append(out, topologyTerm{namespaces: ns, selector: sel})
 }
 
 // relevantClasses marks the label classes the packer must see for a

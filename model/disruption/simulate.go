@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
@@ -33,9 +34,12 @@ type capacity struct {
 	// before a candidate's pods do, as in Karpenter's simulation.
 	first []*corev1.Pod
 	// topology is true when some pod in the cluster has topology spread or
-	// pod (anti-)affinity: every node must then be simulated, full or not,
-	// because its pods count in the constraints.
-	topology bool
+	// pod (anti-)affinity; antiAffinity are the required anti-affinity
+	// terms of the pods on the nodes (they bar newcomers they select). A
+	// simulation whose pods have no terms of their own and that no such
+	// term selects needs no topology (see needsTopology).
+	topology     bool
+	antiAffinity []topologyTerm
 }
 
 // buildCapacity prepares the capacity.
@@ -75,6 +79,9 @@ func (c *computation) buildCapacity() {
 		for _, n := range cp.nodes {
 			for _, pod := range n.Pods {
 				c.classOf(pod)
+				if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+					cp.antiAffinity = append(cp.antiAffinity, antiAffinityTerms(pod)...)
+				}
 			}
 		}
 		for _, pod := range cp.first {
@@ -170,12 +177,13 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	}
 	pods := append(slices.Clip(cp.first), moving...)
 	minReq := c.smallestRequest(pods)
+	topo := c.needsTopology(pods)
 	var usable []int
 	for i, n := range cp.nodes {
 		if skip[i] || cp.excluded[i] {
 			continue
 		}
-		if !cp.topology && !roomFor(n.Available, minReq) {
+		if !topo && !roomFor(n.Available, minReq) {
 			continue
 		}
 		usable = append(usable, i)
@@ -186,7 +194,7 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	}
 	placed, unplaced := c.quickFit(pods, usable)
 	var topoNodes []packer.Node
-	if cp.topology {
+	if topo {
 		// The quick fit ignores topology, so it is only a first sieve: when
 		// it leaves moving pods over that no launch this simulation may
 		// make could take, the packer would not do better.
@@ -246,7 +254,7 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	// The rest go on new nodes; with topology, beside the remaining nodes
 	// as the first pass left them (their pods count in the constraints).
 	var after []packer.Node
-	if cp.topology {
+	if topo {
 		after = slices.Clone(topoNodes)
 		byName := make(map[string]int, len(after))
 		for k, n := range after {
@@ -491,4 +499,29 @@ func describeTypes(types []string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// needsTopology reports whether placing pods can depend on other pods:
+// one of them has topology spread or pod (anti-)affinity, or a pod on a
+// node has required anti-affinity selecting one of them.
+func (c *computation) needsTopology(pods []*corev1.Pod) bool {
+	cp := c.capacity
+	if !cp.topology {
+		return false
+	}
+	for _, pod := range pods {
+		if hasTopology(pod) {
+			return true
+		}
+	}
+	for _, pod := range pods {
+		set := labels.Set(pod.Labels)
+		ns := namespaceOf(pod)
+		for _, t := range cp.antiAffinity {
+			if (t.namespaces == nil || t.namespaces[ns]) && t.selector.Matches(set) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -48,7 +48,8 @@ func nodeSelector(k, v string) podOpt {
 	return func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{k: v} }
 }
 
-func otherApp(p *corev1.Pod) { p.Labels["app"] = "other" }
+func otherApp(p *corev1.Pod)  { p.Labels["app"] = "other" }
+func otherApp2(p *corev1.Pod) { p.Labels["app"] = "batch" }
 
 func withoutScore(in disruption.Input) disruption.Input {
 	in.Options.ConsolidationThreshold = -1
@@ -84,6 +85,22 @@ func TestConsolidationConstraints(t *testing.T) {
 				node("n1", "default", "c.large", running(pod("w-1", "1", "1Gi", hostAntiAffinity)), lastPodEvent(now)),
 				node("n2", "default", "c.large", running(pod("w-2", "1", "1Gi", hostAntiAffinity)))),
 			want: []string{"Underutilized/replace [n2] → [c.small/on-demand]"},
+		},
+		{
+			name:   "anti-affinity of a pod already on a node bars the pods it selects",
+			source: "consolidation_test.go: Topology Consideration / won't delete node if it would violate pod anti-affinity (symmetric)",
+			in: input(pools(pool("default", consolidateAfter("1m"))),
+				node("n1", "default", "c.large", running(pod("guard", "1", "1Gi", otherApp, hostAntiAffinity)), lastPodEvent(now)),
+				node("n2", "default", "c.large", running(pod("w", "1", "1Gi")))),
+			want: []string{"Underutilized/replace [n2] → [c.small/on-demand]"},
+		},
+		{
+			name:   "pods nothing selects move without topology checks beside pods that have some",
+			source: "Millwright: only pods a term selects need the packer's topology",
+			in: input(pools(pool("default", consolidateAfter("1m"))),
+				node("n1", "default", "c.large", running(pod("guard", "1", "1Gi", otherApp, hostAntiAffinity)), lastPodEvent(now)),
+				node("n2", "default", "c.large", running(pod("w", "1", "1Gi", otherApp2)))),
+			want: []string{"Underutilized/delete [n2]"},
 		},
 		{
 			name:   "a node selector only another pool satisfies: the replacement comes from it",
