@@ -20,6 +20,15 @@ import (
 //go:embed ec2-instance-types-us-east-1.json
 var rawCatalog []byte
 
+// rawLabels are Karpenter's further AWS labels per type (local NVMe, EBS and
+// network bandwidth, CPU manufacturer and clock, encryption in transit,
+// flex, GPU memory), taken from Karpenter's generated instance-type
+// reference by local/tools/catalog_labels.py. Types the reference does not
+// list have none.
+//
+//go:embed ec2-instance-type-labels-us-east-1.json
+var rawLabels []byte
+
 // GPU describes the accelerators an instance type advertises.
 type GPU struct {
 	Count        int    `json:"count"`
@@ -47,6 +56,9 @@ type InstanceTypeSpec struct {
 	Hypervisor    string  `json:"hypervisor"`
 	BareMetal     bool    `json:"bareMetal"`
 	OnDemandPrice float64 `json:"onDemandPrice"`
+	// ExtraLabels are the type's further node labels under Millwright's
+	// keys (millwright.dev/instance-local-nvme, ...), from rawLabels.
+	ExtraLabels map[string]string `json:"-"`
 }
 
 // Catalog is the whole table: the region, its zones and every instance type,
@@ -69,7 +81,12 @@ var (
 // Default returns the embedded catalog, parsed once. The returned value is
 // shared: callers must not modify it.
 func Default() (*Catalog, error) {
-	loadOnce.Do(func() { loaded, loadErr = Parse(rawCatalog) })
+	loadOnce.Do(func() {
+		loaded, loadErr = Parse(rawCatalog)
+		if loadErr == nil {
+			loadErr = loaded.AddLabels(rawLabels)
+		}
+	})
 	return loaded, loadErr
 }
 
@@ -111,3 +128,33 @@ func (c *Catalog) Get(name string) (InstanceTypeSpec, bool) {
 	}
 	return c.InstanceTypes[i], true
 }
+
+// labelsFile is the format of the embedded labels file: per type name, the
+// label keys without their domain (instance-local-nvme) and values.
+type labelsFile struct {
+	InstanceTypes map[string]map[string]string `json:"instanceTypes"`
+}
+
+// AddLabels attaches a labels file's labels to the catalog's types as
+// ExtraLabels; names the catalog does not have are an error.
+func (c *Catalog) AddLabels(data []byte) error {
+	var f labelsFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("parsing instance-type labels: %w", err)
+	}
+	for name, labels := range f.InstanceTypes {
+		i, ok := c.byName[name]
+		if !ok {
+			return fmt.Errorf("parsing instance-type labels: instanceTypes[%q] is not in the catalog", name)
+		}
+		extra := make(map[string]string, len(labels))
+		for k, v := range labels {
+			extra[labelDomain+k] = v
+		}
+		c.InstanceTypes[i].ExtraLabels = extra
+	}
+	return nil
+}
+
+// labelDomain prefixes the labels file's keys.
+const labelDomain = "millwright.dev/"

@@ -114,7 +114,9 @@ func (s InstanceTypeSpec) Allocatable() scheduling.Resources {
 
 // Labels returns the labels a node of this type carries (canonical keys;
 // the zone, capacity type, NodePool and hostname come from the launch, not
-// the type). GPU labels describe graphics/ML accelerators; Neuron devices get
+// the type), Karpenter's AWS label set among them. A label the type has no
+// value for (instance-local-nvme on a type without instance store) is
+// absent, so a requirement on it matches only DoesNotExist/NotIn. GPU labels describe graphics/ML accelerators; Neuron devices get
 // the accelerator labels instead, as in Karpenter.
 func (s InstanceTypeSpec) Labels() map[string]string {
 	l := map[string]string{
@@ -130,6 +132,9 @@ func (s InstanceTypeSpec) Labels() map[string]string {
 	}
 	if s.Hypervisor != "" {
 		l[scheduling.LabelInstanceHypervisor] = s.Hypervisor
+	}
+	for k, v := range s.ExtraLabels {
+		l[k] = v
 	}
 	switch {
 	case s.GPU.Resource == neuronResource:

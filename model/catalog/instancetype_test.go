@@ -79,7 +79,7 @@ func TestAllocatableMatchesBenchmarkFile(t *testing.T) {
 		if labels[scheduling.LabelArch] != want.Arch || labels[scheduling.LabelInstanceType] != want.Name {
 			t.Errorf("%s: arch/instance-type labels = %v", want.Name, labels)
 		}
-		if len(labels) != len(want.Labels)+3 { // + arch, os, instance-type
+		if len(labels) != len(want.Labels)+3+len(spec.ExtraLabels) { // + arch, os, instance-type and the labels file's
 			t.Errorf("%s: %d labels %v, file has %d %v", want.Name, len(labels), labels, len(want.Labels), want.Labels)
 		}
 	}
@@ -138,5 +138,42 @@ func TestPreferSpot(t *testing.T) {
 	}
 	if c, _ := all.Available().Cheapest(); c != spot("a", 0.05) {
 		t.Errorf("Cheapest = %v", c)
+	}
+}
+
+// Karpenter's AWS label set is on every type the reference lists; a type
+// without instance store has no local-nvme label at all.
+func TestLabelsIncludeKarpenterAWSLabels(t *testing.T) {
+	c := MustDefault()
+	for _, tc := range []struct {
+		name   string
+		want   map[string]string
+		absent []string
+	}{
+		{name: "m5d.large", want: map[string]string{
+			scheduling.LabelInstanceLocalNVME:                    "75",
+			scheduling.LabelInstanceCPUManufacturer:              "intel",
+			scheduling.LabelInstanceEncryptionInTransitSupported: "false",
+			scheduling.LabelInstanceNetworkBandwidth:             "750",
+			scheduling.LabelInstanceEBSBandwidth:                 "4750",
+		}},
+		{name: "c6a.large", want: map[string]string{scheduling.LabelInstanceCPUManufacturer: "amd"}, absent: []string{scheduling.LabelInstanceLocalNVME}},
+		{name: "g5.xlarge", want: map[string]string{scheduling.LabelInstanceGPUMemory: "22888", scheduling.LabelInstanceLocalNVME: "250"}},
+	} {
+		spec, ok := c.Get(tc.name)
+		if !ok {
+			t.Fatalf("%s missing", tc.name)
+		}
+		labels := spec.Labels()
+		for k, v := range tc.want {
+			if labels[k] != v {
+				t.Errorf("%s: %s = %q, want %q", tc.name, k, labels[k], v)
+			}
+		}
+		for _, k := range tc.absent {
+			if v, ok := labels[k]; ok {
+				t.Errorf("%s: %s = %q, want absent", tc.name, k, v)
+			}
+		}
 	}
 }

@@ -245,7 +245,7 @@ func (p *packer) buildPools() error {
 		combos := []map[string]string{{}}
 		for _, r := range reqs.Items() {
 			k := r.Key()
-			if launchKeys[k] || defined[k] {
+			if launchKeys[k] || defined[k] || scheduling.IsInstanceTypeLabel(k) {
 				continue
 			}
 			if _, set := labels[k]; set {
@@ -333,7 +333,9 @@ func (p *packer) buildPoolTypes(pl *pool, typeLabels map[*catalog.InstanceType]m
 // zone and capacity type (decided per offering). A node that does not exist
 // yet has a hostname that meets Exists/NotIn but no In. With skipOpen,
 // custom keys the labels do not define are not held against them (a pool's
-// own open requirements).
+// own open requirements); instance-type keys (scheduling.IsInstanceTypeLabel)
+// always are: a type without instance-local-nvme fails "Gt 300", as in
+// Karpenter, where every type defines its well-known labels.
 func matchesExceptOffering(reqs scheduling.Requirements, labels map[string]string, skipOpen bool) bool {
 	for _, r := range reqs.Items() {
 		switch r.Key() {
@@ -346,7 +348,7 @@ func matchesExceptOffering(reqs scheduling.Requirements, labels map[string]strin
 			continue
 		}
 		v, ok := labels[r.Key()]
-		if !ok && skipOpen {
+		if !ok && skipOpen && !scheduling.IsInstanceTypeLabel(r.Key()) {
 			continue
 		}
 		if !r.Matches(v, ok) {

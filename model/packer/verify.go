@@ -316,7 +316,7 @@ func (v *verifier) checkLaunch(plan *NodePlan, pool *NodePool, it *catalog.Insta
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: plan.Name, Labels: l}}
 	for i, req := range pool.Requirements {
-		if _, present := l[req.Key]; !present && (req.Operator == corev1.NodeSelectorOpExists || req.Operator == corev1.NodeSelectorOpGt || req.Operator == corev1.NodeSelectorOpLt) {
+		if _, present := l[req.Key]; !present && !scheduling.IsInstanceTypeLabel(req.Key) && (req.Operator == corev1.NodeSelectorOpExists || req.Operator == corev1.NodeSelectorOpGt || req.Operator == corev1.NodeSelectorOpLt) {
 			continue // a custom key the pool leaves open carries no value yet
 		}
 		if sel := v.poolSelectors(pool)[i]; sel != nil && !sel.Match(node) {
@@ -666,7 +666,7 @@ func (v *verifier) launches() []launch {
 
 func (v *verifier) matchesPoolRequirements(pool *NodePool, node *corev1.Node) bool {
 	for i, req := range pool.Requirements {
-		if _, present := node.Labels[req.Key]; !present {
+		if _, present := node.Labels[req.Key]; !present && !scheduling.IsInstanceTypeLabel(req.Key) {
 			continue
 		}
 		if sel := v.poolSelectors(pool)[i]; sel != nil && !sel.Match(node) {

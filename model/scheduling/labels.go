@@ -26,6 +26,17 @@ const (
 	LabelInstanceMemory     = "millwright.dev/instance-memory"     // MiB
 	LabelInstanceHypervisor = "millwright.dev/instance-hypervisor" // nitro | xen | "" (bare metal: label absent)
 
+	// Karpenter's further AWS labels, from its instance-type reference
+	// (model/catalog/ec2-instance-type-labels-us-east-1.json).
+	LabelInstanceCapabilityFlex               = "millwright.dev/instance-capability-flex"                 // true | false
+	LabelInstanceCPUManufacturer              = "millwright.dev/instance-cpu-manufacturer"                // intel | amd | aws | apple
+	LabelInstanceCPUSustainedClockSpeedMhz    = "millwright.dev/instance-cpu-sustained-clock-speed-mhz"   // 3100
+	LabelInstanceEBSBandwidth                 = "millwright.dev/instance-ebs-bandwidth"                   // Mbps
+	LabelInstanceEncryptionInTransitSupported = "millwright.dev/instance-encryption-in-transit-supported" // true | false
+	LabelInstanceLocalNVME                    = "millwright.dev/instance-local-nvme"                      // GiB of instance-store NVMe (absent: none)
+	LabelInstanceNetworkBandwidth             = "millwright.dev/instance-network-bandwidth"               // Mbps
+	LabelInstanceGPUMemory                    = "millwright.dev/instance-gpu-memory"                      // MiB per GPU
+
 	LabelInstanceGPUCount        = "millwright.dev/instance-gpu-count"
 	LabelInstanceGPUName         = "millwright.dev/instance-gpu-name"
 	LabelInstanceGPUManufacturer = "millwright.dev/instance-gpu-manufacturer"
@@ -35,6 +46,26 @@ const (
 	LabelInstanceAcceleratorName         = "millwright.dev/instance-accelerator-name"
 	LabelInstanceAcceleratorManufacturer = "millwright.dev/instance-accelerator-manufacturer"
 )
+
+// instanceTypeLabels are the keys every instance type defines, with a value
+// or as absent (instance-local-nvme on a type without instance store): a
+// requirement on one of them is about the type, never a custom label the
+// NodePool puts on its nodes, and a type without the label fails every
+// requirement but NotIn and DoesNotExist.
+var instanceTypeLabels = map[string]bool{
+	LabelArch: true, LabelOS: true, LabelInstanceType: true,
+	LabelInstanceFamily: true, LabelInstanceCategory: true, LabelInstanceGeneration: true, LabelInstanceSize: true,
+	LabelInstanceCPU: true, LabelInstanceMemory: true, LabelInstanceHypervisor: true,
+	LabelInstanceCapabilityFlex: true, LabelInstanceCPUManufacturer: true, LabelInstanceCPUSustainedClockSpeedMhz: true,
+	LabelInstanceEBSBandwidth: true, LabelInstanceEncryptionInTransitSupported: true, LabelInstanceLocalNVME: true,
+	LabelInstanceNetworkBandwidth: true, LabelInstanceGPUMemory: true,
+	LabelInstanceGPUCount: true, LabelInstanceGPUName: true, LabelInstanceGPUManufacturer: true,
+	LabelInstanceAcceleratorCount: true, LabelInstanceAcceleratorName: true, LabelInstanceAcceleratorManufacturer: true,
+}
+
+// IsInstanceTypeLabel reports whether a (canonical or alias) key is one
+// every instance type defines (see instanceTypeLabels).
+func IsInstanceTypeLabel(key string) bool { return instanceTypeLabels[CanonicalLabelKey(key)] }
 
 // Capacity types (values of LabelCapacityType).
 const (
@@ -46,27 +77,35 @@ const (
 // deprecated beta Kubernetes keys) to Millwright's canonical key. A pod or
 // NodePool written for Karpenter keeps working after its apiVersion changes.
 var aliases = map[string]string{
-	"karpenter.sh/capacity-type":                          LabelCapacityType,
-	"karpenter.sh/nodepool":                               LabelNodePool,
-	"karpenter.k8s.aws/ec2nodeclass":                      LabelNodeClass,
-	"karpenter.k8s.aws/instance-family":                   LabelInstanceFamily,
-	"karpenter.k8s.aws/instance-category":                 LabelInstanceCategory,
-	"karpenter.k8s.aws/instance-generation":               LabelInstanceGeneration,
-	"karpenter.k8s.aws/instance-size":                     LabelInstanceSize,
-	"karpenter.k8s.aws/instance-cpu":                      LabelInstanceCPU,
-	"karpenter.k8s.aws/instance-memory":                   LabelInstanceMemory,
-	"karpenter.k8s.aws/instance-hypervisor":               LabelInstanceHypervisor,
-	"karpenter.k8s.aws/instance-gpu-count":                LabelInstanceGPUCount,
-	"karpenter.k8s.aws/instance-gpu-name":                 LabelInstanceGPUName,
-	"karpenter.k8s.aws/instance-gpu-manufacturer":         LabelInstanceGPUManufacturer,
-	"karpenter.k8s.aws/instance-accelerator-count":        LabelInstanceAcceleratorCount,
-	"karpenter.k8s.aws/instance-accelerator-name":         LabelInstanceAcceleratorName,
-	"karpenter.k8s.aws/instance-accelerator-manufacturer": LabelInstanceAcceleratorManufacturer,
-	"beta.kubernetes.io/arch":                             LabelArch,
-	"beta.kubernetes.io/os":                               LabelOS,
-	corev1.LabelInstanceType:                              LabelInstanceType, // beta.kubernetes.io/instance-type
-	corev1.LabelFailureDomainBetaZone:                     LabelZone,
-	corev1.LabelFailureDomainBetaRegion:                   LabelRegion,
+	"karpenter.sh/capacity-type":                                 LabelCapacityType,
+	"karpenter.sh/nodepool":                                      LabelNodePool,
+	"karpenter.k8s.aws/ec2nodeclass":                             LabelNodeClass,
+	"karpenter.k8s.aws/instance-family":                          LabelInstanceFamily,
+	"karpenter.k8s.aws/instance-category":                        LabelInstanceCategory,
+	"karpenter.k8s.aws/instance-generation":                      LabelInstanceGeneration,
+	"karpenter.k8s.aws/instance-size":                            LabelInstanceSize,
+	"karpenter.k8s.aws/instance-cpu":                             LabelInstanceCPU,
+	"karpenter.k8s.aws/instance-memory":                          LabelInstanceMemory,
+	"karpenter.k8s.aws/instance-hypervisor":                      LabelInstanceHypervisor,
+	"karpenter.k8s.aws/instance-gpu-count":                       LabelInstanceGPUCount,
+	"karpenter.k8s.aws/instance-gpu-memory":                      LabelInstanceGPUMemory,
+	"karpenter.k8s.aws/instance-capability-flex":                 LabelInstanceCapabilityFlex,
+	"karpenter.k8s.aws/instance-cpu-manufacturer":                LabelInstanceCPUManufacturer,
+	"karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz":   LabelInstanceCPUSustainedClockSpeedMhz,
+	"karpenter.k8s.aws/instance-ebs-bandwidth":                   LabelInstanceEBSBandwidth,
+	"karpenter.k8s.aws/instance-encryption-in-transit-supported": LabelInstanceEncryptionInTransitSupported,
+	"karpenter.k8s.aws/instance-local-nvme":                      LabelInstanceLocalNVME,
+	"karpenter.k8s.aws/instance-network-bandwidth":               LabelInstanceNetworkBandwidth,
+	"karpenter.k8s.aws/instance-gpu-name":                        LabelInstanceGPUName,
+	"karpenter.k8s.aws/instance-gpu-manufacturer":                LabelInstanceGPUManufacturer,
+	"karpenter.k8s.aws/instance-accelerator-count":               LabelInstanceAcceleratorCount,
+	"karpenter.k8s.aws/instance-accelerator-name":                LabelInstanceAcceleratorName,
+	"karpenter.k8s.aws/instance-accelerator-manufacturer":        LabelInstanceAcceleratorManufacturer,
+	"beta.kubernetes.io/arch":                                    LabelArch,
+	"beta.kubernetes.io/os":                                      LabelOS,
+	corev1.LabelInstanceType:                                     LabelInstanceType, // beta.kubernetes.io/instance-type
+	corev1.LabelFailureDomainBetaZone:                            LabelZone,
+	corev1.LabelFailureDomainBetaRegion:                          LabelRegion,
 }
 
 // aliasesOf is the inverse of aliases: canonical key -> alias keys, sorted.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/millwright/millwright/model/scheduling"
 )
 
 // Labels Millwright puts on the nodes it launches. Requirements may use them;
@@ -31,6 +33,8 @@ const (
 	LabelInstanceMemory                       = Group + "/instance-memory"
 	LabelInstanceHypervisor                   = Group + "/instance-hypervisor"
 	LabelInstanceEncryptionInTransitSupported = Group + "/instance-encryption-in-transit-supported"
+	LabelInstanceCapabilityFlex               = Group + "/instance-capability-flex"
+	LabelInstanceCPUSustainedClockSpeedMhz    = Group + "/instance-cpu-sustained-clock-speed-mhz"
 	LabelInstanceLocalNVME                    = Group + "/instance-local-nvme"
 	LabelInstanceNetworkBandwidth             = Group + "/instance-network-bandwidth"
 	LabelInstanceEBSBandwidth                 = Group + "/instance-ebs-bandwidth"
@@ -140,6 +144,8 @@ var WellKnownMillwrightLabels = []string{
 	LabelInstanceMemory,
 	LabelInstanceHypervisor,
 	LabelInstanceEncryptionInTransitSupported,
+	LabelInstanceCapabilityFlex,
+	LabelInstanceCPUSustainedClockSpeedMhz,
 	LabelInstanceLocalNVME,
 	LabelInstanceNetworkBandwidth,
 	LabelInstanceEBSBandwidth,
@@ -187,6 +193,46 @@ func RestrictedLabelReason(key string) string {
 		return fmt.Sprintf("label '%s' is restricted: it is unique per node", corev1.LabelHostname)
 	case restrictedLabelDomainRE.MatchString(key) && !slices.Contains(WellKnownMillwrightLabels, key):
 		return fmt.Sprintf("label domain '%s' is restricted: use a well-known %s/ label or a label outside the domain", Group, Group)
+	}
+	return ""
+}
+
+// RestrictedLabelDomains are label domains (and their subdomains) no
+// provider sets on its own: a requirement on a key in them that is not a
+// well-known label (under its own key or an accepted alias) could never be
+// met, as in Karpenter's RestrictedLabelDomains.
+var RestrictedLabelDomains = []string{"kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"}
+
+// LabelDomainExceptions are subdomains of restricted domains users may set
+// labels in (Karpenter's LabelDomainExceptions).
+var LabelDomainExceptions = []string{"kops.k8s.io", corev1.LabelNamespaceSuffixNode, corev1.LabelNamespaceNodeRestriction}
+
+// RestrictedRequirementReason says why a NodePool may not require the key,
+// or returns "": the reasons of RestrictedLabelReason, and a key in a
+// restricted domain that is not well known (no instance type or launch
+// carries it, so the requirement would match nothing).
+func RestrictedRequirementReason(key string) string {
+	if reason := RestrictedLabelReason(key); reason != "" {
+		return reason
+	}
+	if canonical := scheduling.CanonicalLabelKey(key); canonical == LabelNodePool {
+		return RestrictedLabelReason(canonical)
+	} else if slices.Contains(WellKnownLabels, canonical) {
+		return ""
+	}
+	domain, _, found := strings.Cut(key, "/")
+	if !found {
+		return ""
+	}
+	for _, d := range LabelDomainExceptions {
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return ""
+		}
+	}
+	for _, d := range RestrictedLabelDomains {
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return fmt.Sprintf("label %q is restricted: no instance type or launch sets it; use a well-known label or a custom label outside the restricted domains %v", key, RestrictedLabelDomains)
+		}
 	}
 	return ""
 }

@@ -228,7 +228,7 @@ func (r *NodeSelectorRequirementWithMinValues) validate(path *field.Path) field.
 	case len(validation.IsQualifiedName(r.Key)) > 0:
 		errs = append(errs, field.Invalid(keyPath, r.Key, "key "+qualifiedNameHint))
 	}
-	if reason := RestrictedLabelReason(r.Key); reason != "" {
+	if reason := RestrictedRequirementReason(r.Key); reason != "" {
 		errs = append(errs, field.Invalid(keyPath, r.Key, reason))
 	}
 

@@ -60,6 +60,11 @@ func malformedNodePools() []malformedNodePool {
 			field: req2 + ".key", detail: "label 'millwright.dev/nodepool' is restricted"},
 		{name: "key kubernetes.io/hostname", pool: aNodePool().withRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, "node-1").build(),
 			field: req2 + ".key", detail: "label 'kubernetes.io/hostname' is restricted"},
+		// Karpenter's RestrictedLabelDomains: a key no provider sets matches nothing.
+		{name: "key in a restricted domain nothing sets", pool: aNodePool().withRequirement("karpenter.k8s.aws/instance-bogus", corev1.NodeSelectorOpExists).build(),
+			field: req2 + ".key", detail: `label "karpenter.k8s.aws/instance-bogus" is restricted`},
+		{name: "key in the kubernetes.io domain", pool: aNodePool().withRequirement("kubernetes.io/team", corev1.NodeSelectorOpExists).build(),
+			field: req2 + ".key", detail: `label "kubernetes.io/team" is restricted`},
 		{name: "key not a qualified name", pool: aNodePool().withRequirement("team name", corev1.NodeSelectorOpExists).build(),
 			field: req2 + ".key", detail: "must be a qualified name"},
 		{name: "value not a label value", pool: aNodePool().withRequirement("example.com/team", corev1.NodeSelectorOpIn, "red team").build(),
@@ -179,6 +184,15 @@ func validNodePools() map[string]*NodePool {
 			withBudget("100%").withBudgetWindow("@daily", "1h30m0s").
 			withLimit(corev1.ResourceCPU, "1000").withLimit(corev1.ResourceMemory, "4000Gi").withLimit("nvidia.com/gpu", "8").withLimit(ResourceNodes, "10").
 			withWeight(100).withMinNodes(10).
+			build(),
+		// Karpenter's own keys for the labels Millwright knows, and the
+		// exception subdomains of restricted domains.
+		"Karpenter label keys": aNodePool().
+			withRequirement("karpenter.k8s.aws/instance-local-nvme", corev1.NodeSelectorOpGt, "300").
+			withRequirement("karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", corev1.NodeSelectorOpGt, "3000").
+			withRequirement("karpenter.sh/capacity-type", corev1.NodeSelectorOpIn, "spot").
+			withRequirement("node.kubernetes.io/role", corev1.NodeSelectorOpIn, "batch").
+			withRequirement("kops.k8s.io/instancegroup", corev1.NodeSelectorOpExists).
 			build(),
 		"63-character name": aNodePool().withName(strings.Repeat("p", 63)).build(),
 		"empty requirements": aNodePool().with(func(np *NodePool) {
