@@ -23,6 +23,7 @@ type node struct {
 	pods     []int                // input pod indices placed here by the plan
 	classes  []int32              // distinct classes placed here
 	options  []candidate          // planned nodes: launch options, cheapest first
+	ports    hostPorts            // host ports bound by the node's pods
 }
 
 func (n *node) addClass(c int32) {
@@ -41,8 +42,12 @@ func (p *packer) buildNodes() {
 		if _, ok := labels[scheduling.LabelHostname]; !ok {
 			labels[scheduling.LabelHostname] = in.Name
 		}
-		p.nodes = append(p.nodes, &node{idx: len(p.nodes), existing: true, name: in.Name, labels: labels,
-			taints: in.Taints, pt: -1, slot: -1, free: in.Available})
+		n := &node{idx: len(p.nodes), existing: true, name: in.Name, labels: labels,
+			taints: in.Taints, pt: -1, slot: -1, free: in.Available}
+		for _, pod := range in.Pods {
+			n.ports = append(n.ports, podHostPorts(pod)...)
+		}
+		p.nodes = append(p.nodes, n)
 	}
 	p.nExisting = len(p.nodes)
 }
@@ -67,7 +72,7 @@ func (p *packer) buildClasses() {
 		}
 		p.classes[ci].pods = append(p.classes[ci].pods, i)
 	}
-	masks := map[string][]uint64{}
+	p.maskCache = map[string][]uint64{}
 	for _, c := range p.classes {
 		req, err := scheduling.EffectiveRequests(c.rep)
 		if err != nil {
@@ -75,42 +80,89 @@ func (p *packer) buildClasses() {
 			continue
 		}
 		c.req = req
+		c.ports = podHostPorts(c.rep)
 		for i, v := range req {
 			if v > 0 {
 				c.nz = append(c.nz, i)
 			}
 		}
-		c.alts, err = scheduling.PodRequirements(c.rep)
-		if err != nil {
-			c.err = err
+		// Spread domains follow required node affinity only (Karpenter's
+		// topology_test "should not limit spread options by preferred node affinity").
+		if base, err := scheduling.PodRequirements(c.rep); err == nil {
+			c.baseAlts = base
+			c.baseMask = p.masksFor(base)
+		}
+		c.ladder = preferenceLadder(c.rep, p.avoidsPreferNoSchedule(c.rep))
+		c.cur, c.ladder = c.ladder[0], c.ladder[1:]
+		p.interpret(c)
+	}
+}
+
+// avoidsPreferNoSchedule reports whether some pool or existing node has a
+// PreferNoSchedule taint pod does not tolerate.
+func (p *packer) avoidsPreferNoSchedule(pod *corev1.Pod) bool {
+	for _, pl := range p.pools {
+		if avoidsPreferNoSchedule(pod.Spec.Tolerations, pl.taints) {
+			return true
+		}
+	}
+	for _, n := range p.nodes[:p.nExisting] {
+		if avoidsPreferNoSchedule(pod.Spec.Tolerations, n.taints) {
+			return true
+		}
+	}
+	return false
+}
+
+// masksFor returns the compatibility masks of node requirements, computed
+// once per distinct set.
+func (p *packer) masksFor(alts []scheduling.Requirements) []uint64 {
+	var key strings.Builder
+	for _, alt := range alts {
+		key.WriteString(alt.String())
+		key.WriteByte('|')
+	}
+	m, ok := p.maskCache[key.String()]
+	if !ok {
+		m = p.compatMasks(alts, func(pt *poolType) uint64 { return pt.usable })
+		p.maskCache[key.String()] = m
+	}
+	return m
+}
+
+// interpret derives the class's node requirements, compatibility masks and
+// tolerations from its current variant.
+func (p *packer) interpret(c *podClass) {
+	pod := c.cur.pod
+	var err error
+	c.alts, err = variantRequirements(pod)
+	if err != nil {
+		c.err = err
+		return
+	}
+	m := p.masksFor(c.alts)
+	c.mask = m
+	if c.ports != nil {
+		c.mask = p.withoutDaemonSetPorts(c, m)
+	}
+	c.tol = make([]bool, len(p.pools))
+	for i, pl := range p.pools {
+		c.tol[i] = scheduling.Tolerates(pod.Spec.Tolerations, pl.taints) == nil &&
+			(!c.cur.avoidPrefer || !avoidsPreferNoSchedule(pod.Spec.Tolerations, pl.taints))
+	}
+	c.existing = make([]bool, p.nExisting)
+	for i := 0; i < p.nExisting; i++ {
+		n := p.nodes[i]
+		if scheduling.Tolerates(pod.Spec.Tolerations, n.taints) != nil || (c.cur.avoidPrefer && avoidsPreferNoSchedule(pod.Spec.Tolerations, n.taints)) {
 			continue
 		}
-		var key strings.Builder
+		if _, bad := n.ports.conflicts(c.ports); bad {
+			continue
+		}
 		for _, alt := range c.alts {
-			key.WriteString(alt.String())
-			key.WriteByte('|')
-		}
-		m, ok := masks[key.String()]
-		if !ok {
-			m = p.compatMasks(c.alts, func(pt *poolType) uint64 { return pt.usable })
-			masks[key.String()] = m
-		}
-		c.mask = m
-		c.tol = make([]bool, len(p.pools))
-		for i, pl := range p.pools {
-			c.tol[i] = scheduling.Tolerates(c.rep.Spec.Tolerations, pl.taints) == nil
-		}
-		c.existing = make([]bool, p.nExisting)
-		for i := 0; i < p.nExisting; i++ {
-			n := p.nodes[i]
-			if scheduling.Tolerates(c.rep.Spec.Tolerations, n.taints) != nil {
-				continue
-			}
-			for _, alt := range c.alts {
-				if alt.Matches(n.labels) {
-					c.existing[i] = true
-					break
-				}
+			if alt.Matches(n.labels) {
+				c.existing[i] = true
+				break
 			}
 		}
 	}

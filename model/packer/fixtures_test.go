@@ -194,3 +194,95 @@ func resources(pairs ...string) scheduling.Resources {
 	}
 	return r
 }
+
+func affinityOf(p *corev1.Pod) *corev1.Affinity {
+	if p.Spec.Affinity == nil {
+		p.Spec.Affinity = &corev1.Affinity{}
+	}
+	return p.Spec.Affinity
+}
+
+func withPreferredNodeAffinity(weight int32, reqs ...corev1.NodeSelectorRequirement) podOption {
+	return func(p *corev1.Pod) {
+		a := affinityOf(p)
+		if a.NodeAffinity == nil {
+			a.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+			corev1.PreferredSchedulingTerm{Weight: weight, Preference: corev1.NodeSelectorTerm{MatchExpressions: reqs}})
+	}
+}
+
+func withPreferredAffinity(weight int32, key string, selector map[string]string) podOption {
+	return func(p *corev1.Pod) {
+		a := affinityOf(p)
+		if a.PodAffinity == nil {
+			a.PodAffinity = &corev1.PodAffinity{}
+		}
+		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}})
+	}
+}
+
+func withPreferredAntiAffinity(weight int32, key string, selector map[string]string) podOption {
+	return func(p *corev1.Pod) {
+		a := affinityOf(p)
+		if a.PodAntiAffinity == nil {
+			a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		}
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}})
+	}
+}
+
+// withAffinityNamespaceSelector adds a required pod affinity term whose
+// namespaces are chosen by namespace labels.
+func withAffinityNamespaceSelector(anti bool, key string, selector, nsSelector map[string]string) podOption {
+	return func(p *corev1.Pod) {
+		a := affinityOf(p)
+		term := corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: nsSelector}}
+		if anti {
+			if a.PodAntiAffinity == nil {
+				a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+			}
+			a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, term)
+			return
+		}
+		if a.PodAffinity == nil {
+			a.PodAffinity = &corev1.PodAffinity{}
+		}
+		a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, term)
+	}
+}
+
+func withHostPort(port int32) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: port, HostPort: port})
+	}
+}
+
+func withNamespace(ns string) podOption { return func(p *corev1.Pod) { p.Namespace = ns } }
+
+// withSpreadPolicies sets the last spread constraint's node inclusion policies.
+func withSpreadPolicies(affinity, taints corev1.NodeInclusionPolicy) podOption {
+	return func(p *corev1.Pod) {
+		tsc := &p.Spec.TopologySpreadConstraints[len(p.Spec.TopologySpreadConstraints)-1]
+		if affinity != "" {
+			tsc.NodeAffinityPolicy = &affinity
+		}
+		if taints != "" {
+			tsc.NodeTaintsPolicy = &taints
+		}
+	}
+}
+
+func withTaintEffect(key string, effect corev1.TaintEffect) poolOption {
+	return func(np *packer.NodePool) {
+		np.Taints = append(np.Taints, corev1.Taint{Key: key, Value: "true", Effect: effect})
+	}
+}
+
+func inZones(zs ...string) corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{Key: scheduling.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: zs}
+}

@@ -109,3 +109,323 @@ func TestKarpenterInstanceTypeLabels(t *testing.T) {
 		},
 	})
 }
+
+// zonesOf lists the zones of the pods' nodes, in pod order.
+func zonesOf(v plan, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if node := v.nodeOf[n]; node != nil {
+			out = append(out, node.Zone)
+		} else {
+			out = append(out, "-")
+		}
+	}
+	return out
+}
+
+func distinctNodes(v plan, names ...string) int {
+	seen := map[*packer.NodePlan]bool{}
+	for _, n := range names {
+		if node := v.nodeOf[n]; node != nil {
+			seen[node] = true
+		}
+	}
+	return len(seen)
+}
+
+func names(ps []*corev1.Pod) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Preferences are requirements until they cannot be met, then relaxed one
+// at a time (preferences.go).
+func TestKarpenterPreferences(t *testing.T) {
+	cat := smallCatalog()
+	def := nodePool("default", cat)
+	oneNode := nodePool("default", cat, withLimit("nodes", "1"))
+	app := map[string]string{"app": "web"}
+	threeAnti := pods(3, "anti", "100m", "100Mi", withLabel("app", "web"), withPreferredAntiAffinity(10, scheduling.LabelHostname, app))
+	threeSpread := pods(3, "spread", "100m", "100Mi", withLabel("app", "web"), withSpread(scheduling.LabelHostname, 1, corev1.ScheduleAnyway, app))
+	runKarpenterCases(t, []karpenterCase{
+		{
+			// suite_test "Preferential Fallback": "should schedule compatible preferences and requirements with Operator=In".
+			name: "satisfiable preferred zone is chosen over the cheapest",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withPreferredNodeAffinity(1, inZones("zone-c")))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-c" {
+					t.Fatalf("zone %v, want zone-c: %+v", z, summary(v.r))
+				}
+			},
+		},
+		{
+			// suite_test "should schedule even if preference requirements are conflicting".
+			name: "unsatisfiable preference is relaxed",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withPreferredNodeAffinity(1, inZones("zone-x")))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "a.small") },
+		},
+		{
+			// suite_test "should relax to use lighter weights".
+			name: "heaviest preferred node term first, then the lighter one",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withPreferredNodeAffinity(50, inZones("zone-b")), withPreferredNodeAffinity(100, inZones("zone-x")))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-b" {
+					t.Fatalf("zone %v, want zone-b", z)
+				}
+			},
+		},
+		{
+			// suite_test "should schedule even if preference is conflicting with requirement".
+			name: "preference conflicting with a requirement yields to it",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeAffinity([]corev1.NodeSelectorRequirement{inZones("zone-a")}), withPreferredNodeAffinity(1, inZones("zone-b")))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-a" {
+					t.Fatalf("zone %v, want zone-a", z)
+				}
+			},
+		},
+		{
+			// topology_test "should respect pod affinity (hostname)", with the term preferred.
+			name: "preferred pod affinity puts the pod beside its target",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Pods: []*corev1.Pod{
+				pod("db", "1", "1Gi", withLabel("app", "db"), withNodeSelector(scheduling.LabelZone, "zone-b")),
+				pod("web", "500m", "1Gi", withPreferredAffinity(10, scheduling.LabelZone, map[string]string{"app": "db"})),
+			}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "db", "web"); z[0] != z[1] {
+					t.Fatalf("web in %s, db in %s", z[1], z[0])
+				}
+			},
+		},
+		{
+			// topology_test "should allow violation of preferred pod affinity".
+			name: "preferred pod affinity to no pod is relaxed",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: []*corev1.Pod{pod("web", "500m", "1Gi", withPreferredAffinity(10, scheduling.LabelHostname, map[string]string{"app": "none"}))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "web", "a.small") },
+		},
+		{
+			// topology_test "should separate nodes using simple pod anti-affinity on hostname", preferred.
+			name: "preferred anti-affinity on hostname gives each pod its node",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Pods: threeAnti},
+			check: func(t *testing.T, v plan) {
+				if n := distinctNodes(v, names(threeAnti)...); n != 3 {
+					t.Fatalf("%d nodes, want 3: %+v", n, summary(v.r))
+				}
+			},
+		},
+		{
+			// topology_test "should allow violation of preferred pod anti-affinity".
+			name: "preferred anti-affinity yields when one node is all the pool may launch",
+			in:   packer.Input{NodePools: []packer.NodePool{oneNode}, Pods: threeAnti},
+			check: func(t *testing.T, v plan) {
+				if n := distinctNodes(v, names(threeAnti)...); n != 1 || len(v.r.Unschedulable) != 0 {
+					t.Fatalf("want all on one node: %+v", summary(v.r))
+				}
+			},
+		},
+		{
+			// topology_test "should violate preferred pod anti-affinity on zone (inverse w/existing nodes)":
+			// an existing pod's preferred anti-affinity does not keep others away.
+			name: "existing pod's preferred anti-affinity binds only itself",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Nodes: []packer.Node{{Name: "old", Labels: map[string]string{"kubernetes.io/arch": "amd64", scheduling.LabelZone: "zone-a"},
+					Available: resources("cpu", "4", "memory", "8Gi", "pods", "10"),
+					Pods:      []*corev1.Pod{pod("loner", "100m", "100Mi", withPreferredAntiAffinity(10, scheduling.LabelZone, app))}}},
+				Pods: []*corev1.Pod{pod("web", "500m", "1Gi", withLabel("app", "web"))}},
+			check: func(t *testing.T, v plan) {
+				if v.on["web"] != "old" {
+					t.Fatalf("web should use the existing node: %v %+v", v.on, summary(v.r))
+				}
+			},
+		},
+		{
+			// topology_test "should spread pods ... (hostname)" with whenUnsatisfiable ScheduleAnyway:
+			// the three pods that could each have their own node.
+			name: "ScheduleAnyway hostname spread is honoured when it can be",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Pods: threeSpread},
+			check: func(t *testing.T, v plan) {
+				if n := distinctNodes(v, names(threeSpread)...); n != 3 {
+					t.Fatalf("%d nodes, want 3: %+v", n, summary(v.r))
+				}
+			},
+		},
+		{
+			// topology_test "should violate max-skew when unsat = schedule anyway".
+			name: "ScheduleAnyway spread is relaxed when it cannot be met",
+			in:   packer.Input{NodePools: []packer.NodePool{oneNode}, Pods: threeSpread},
+			check: func(t *testing.T, v plan) {
+				if n := distinctNodes(v, names(threeSpread)...); n != 1 || len(v.r.Unschedulable) != 0 {
+					t.Fatalf("want all on one node: %+v", summary(v.r))
+				}
+			},
+		},
+		{
+			// preferences.go toleratePreferNoScheduleTaints: a PreferNoSchedule taint the pod
+			// does not tolerate is avoided while an untainted pool fits.
+			name: "PreferNoSchedule pool is avoided when another pool fits",
+			in: packer.Input{NodePools: []packer.NodePool{
+				nodePool("cheap-tainted", []*catalog.InstanceType{cat[2]}, withTaintEffect("spare", corev1.TaintEffectPreferNoSchedule)),
+				nodePool("plain", []*catalog.InstanceType{cat[0]}),
+			}, Pods: []*corev1.Pod{pod("p", "1", "1Gi")}},
+			check: func(t *testing.T, v plan) {
+				if n := v.nodeOf["p"]; n == nil || n.NodePool != "plain" {
+					t.Fatalf("want the plain pool: %+v", summary(v.r))
+				}
+			},
+		},
+		{
+			name: "PreferNoSchedule pool is used when it is the only one",
+			in: packer.Input{NodePools: []packer.NodePool{
+				nodePool("cheap-tainted", []*catalog.InstanceType{cat[2]}, withTaintEffect("spare", corev1.TaintEffectPreferNoSchedule)),
+			}, Pods: []*corev1.Pod{pod("p", "1", "1Gi")}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "a.small") },
+		},
+		{
+			name: "a pod tolerating PreferNoSchedule takes the cheaper tainted pool",
+			in: packer.Input{NodePools: []packer.NodePool{
+				nodePool("cheap-tainted", []*catalog.InstanceType{cat[2]}, withTaintEffect("spare", corev1.TaintEffectPreferNoSchedule)),
+				nodePool("plain", []*catalog.InstanceType{cat[0]}),
+			}, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withToleration("spare"))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "a.small") },
+		},
+	})
+}
+
+// Spread domains, namespace selectors and host ports.
+func TestKarpenterTopology(t *testing.T) {
+	cat := smallCatalog()
+	def := nodePool("default", cat)
+	app := map[string]string{"app": "web"}
+	zoneAB := withNodeAffinity([]corev1.NodeSelectorRequirement{inZones("zone-a", "zone-b")})
+	spread := withSpread(scheduling.LabelZone, 1, corev1.DoNotSchedule, app)
+	four := func(opts ...podOption) []*corev1.Pod {
+		return pods(4, "web", "100m", "100Mi", append([]podOption{withLabel("app", "web")}, opts...)...)
+	}
+	// zone-c only through a pool whose taint the pods do not tolerate.
+	abPool := nodePool("ab", cat, withPoolRequirement(scheduling.LabelZone, corev1.NodeSelectorOpIn, "zone-a", "zone-b"))
+	cPool := nodePool("c", cat, withPoolRequirement(scheduling.LabelZone, corev1.NodeSelectorOpIn, "zone-c"), withTaint("dedicated", "c"))
+	balanced := func(want map[string]int) func(t *testing.T, v plan) {
+		return func(t *testing.T, v plan) {
+			got := map[string]int{}
+			for _, z := range zonesOf(v, "web-0", "web-1", "web-2", "web-3") {
+				got[z]++
+			}
+			for z, n := range want {
+				if got[z] != n {
+					t.Fatalf("zones %v, want %v: %+v", got, want, summary(v.r))
+				}
+			}
+		}
+	}
+	runKarpenterCases(t, []karpenterCase{
+		{
+			// topology_test "should limit spread options by required node affinity".
+			name:  "the pod's own zone affinity narrows its spread domains",
+			in:    packer.Input{NodePools: []packer.NodePool{def}, Pods: four(spread, zoneAB)},
+			check: balanced(map[string]int{"zone-a": 2, "zone-b": 2}),
+		},
+		{
+			// topology_test "should not limit spread options by preferred node affinity".
+			name: "a preferred zone does not narrow spread domains",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Pods: pods(3, "web", "100m", "100Mi", withLabel("app", "web"), spread, withPreferredNodeAffinity(1, inZones("zone-a")))},
+			check: func(t *testing.T, v plan) {
+				z := zonesOf(v, "web-0", "web-1", "web-2")
+				if z[0] == z[1] || z[1] == z[2] || z[0] == z[2] {
+					t.Fatalf("zones %v, want one per zone", z)
+				}
+			},
+		},
+		{
+			// topology_test "should balance pods across a label (NodeAffinityPolicy=ignore)":
+			// zone-c counts though the pods cannot go there, so only one pod per allowed zone fits.
+			name: "nodeAffinityPolicy Ignore counts domains the pod cannot reach",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Pods: four(spread, withSpreadPolicies(corev1.NodeInclusionPolicyIgnore, ""), zoneAB)},
+			check: func(t *testing.T, v plan) {
+				if len(v.r.Unschedulable) != 2 {
+					t.Fatalf("want 2 unschedulable: %+v", summary(v.r))
+				}
+				wantUnschedulable(t, v, "web-3", "topology spread")
+			},
+		},
+		{
+			// topology_test "should balance pods across a label (NodeTaintsPolicy=honor)".
+			name:  "nodeTaintsPolicy Honor leaves out domains of untolerated taints",
+			in:    packer.Input{NodePools: []packer.NodePool{abPool, cPool}, Pods: four(spread, withSpreadPolicies("", corev1.NodeInclusionPolicyHonor))},
+			check: balanced(map[string]int{"zone-a": 2, "zone-b": 2}),
+		},
+		{
+			// topology_test "should balance pods across a label (NodeTaintsPolicy=ignore)" (the default).
+			name: "nodeTaintsPolicy Ignore counts domains of untolerated taints",
+			in:   packer.Input{NodePools: []packer.NodePool{abPool, cPool}, Pods: four(spread)},
+			check: func(t *testing.T, v plan) {
+				if len(v.r.Unschedulable) != 2 {
+					t.Fatalf("want 2 unschedulable: %+v", summary(v.r))
+				}
+			},
+		},
+		{
+			// topology_test "should filter pod affinity topologies by namespace, matching pods namespace selector".
+			name: "namespaceSelector selects namespaces by their labels",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Namespaces: map[string]map[string]string{"payments": {"team": "a"}, "default": {}},
+				Nodes: []packer.Node{{Name: "old", Labels: map[string]string{"kubernetes.io/arch": "amd64", scheduling.LabelZone: "zone-a"},
+					Available: resources("cpu", "4", "memory", "8Gi", "pods", "10"),
+					Pods:      []*corev1.Pod{pod("db", "100m", "100Mi", withNamespace("payments"), withLabel("app", "db"))}}},
+				Pods: []*corev1.Pod{
+					pod("near", "500m", "1Gi", withAffinityNamespaceSelector(false, scheduling.LabelHostname, map[string]string{"app": "db"}, map[string]string{"team": "a"})),
+					pod("nowhere", "500m", "1Gi", withAffinityNamespaceSelector(false, scheduling.LabelHostname, map[string]string{"app": "db"}, map[string]string{"team": "b"})),
+					pod("away", "500m", "1Gi", withAffinityNamespaceSelector(true, scheduling.LabelHostname, map[string]string{"app": "db"}, map[string]string{"team": "a"})),
+					pod("unaffected", "500m", "1Gi", withAffinityNamespaceSelector(true, scheduling.LabelHostname, map[string]string{"app": "db"}, map[string]string{"team": "b"})),
+				}},
+			check: func(t *testing.T, v plan) {
+				if v.on["near"] != "old" || v.on["unaffected"] != "old" {
+					t.Errorf("near and unaffected belong on old: %v %+v", v.on, summary(v.r))
+				}
+				if v.on["away"] == "old" {
+					t.Errorf("away must avoid old")
+				}
+				wantUnschedulable(t, v, "nowhere", "pod affinity")
+			},
+		},
+		{
+			// suite_test "should schedule pods with the same host port to different nodes".
+			name: "pods binding the same host port get different nodes",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Pods: pods(2, "hp", "100m", "100Mi", withHostPort(8080))},
+			check: func(t *testing.T, v plan) {
+				if n := distinctNodes(v, "hp-0", "hp-1"); n != 2 {
+					t.Fatalf("%d nodes, want 2", n)
+				}
+			},
+		},
+		{
+			// suite_test "Existing Nodes": a bound pod's host port keeps a newcomer binding it away.
+			name: "an existing pod's host port keeps the newcomer off its node",
+			in: packer.Input{NodePools: []packer.NodePool{def},
+				Nodes: []packer.Node{{Name: "old", Labels: map[string]string{"kubernetes.io/arch": "amd64", scheduling.LabelZone: "zone-a"},
+					Available: resources("cpu", "4", "memory", "8Gi", "pods", "10"),
+					Pods:      []*corev1.Pod{pod("exporter", "100m", "100Mi", withHostPort(9100))}}},
+				Pods: []*corev1.Pod{pod("hp", "100m", "100Mi", withHostPort(9100)), pod("free", "100m", "100Mi")}},
+			check: func(t *testing.T, v plan) {
+				if v.on["hp"] == "old" || v.on["free"] != "old" {
+					t.Fatalf("hp must avoid old, free use it: %v %+v", v.on, summary(v.r))
+				}
+			},
+		},
+		{
+			// A DaemonSet binding the port runs on every node: the pod fits nowhere.
+			name: "a DaemonSet's host port keeps the pod off every node",
+			in: packer.Input{NodePools: []packer.NodePool{def}, DaemonSetPods: []*corev1.Pod{pod("node-exporter", "10m", "10Mi", withHostPort(9100))},
+				Pods: []*corev1.Pod{pod("hp", "100m", "100Mi", withHostPort(9100))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "hp", "host port") },
+		},
+	})
+}

@@ -56,6 +56,9 @@ type packer struct {
 	density    [scheduling.MaxResources]float64 // highest value per unit of each dimension among pending classes
 	exclusives []*podClass                      // classes that need a node of their own
 
+	maskCache map[string][]uint64 // compatibility masks by node requirements
+	builder   *groupBuilder
+
 	minReq    scheduling.Resources // smallest cpu and memory request among active classes
 	candBuf   []scoredCandidate
 	takesBuf  []take
@@ -129,30 +132,51 @@ func (p *packer) run() {
 		}
 		return a.idx < b.idx
 	})
-	for p.level = 0; p.level <= 1; p.level++ {
-		// Room on nodes that exist (or are already planned) costs nothing:
-		// use it before a new node's fill pulls pods away.
-		for _, c := range order {
-			if c.pending() > 0 {
-				p.placeOnNodes(c)
+	for {
+		for p.level = 0; p.level <= 1; p.level++ {
+			// Room on nodes that exist (or are already planned) costs nothing:
+			// use it before a new node's fill pulls pods away.
+			for _, c := range order {
+				if c.pending() > 0 && c.err == nil {
+					p.placeOnNodes(c)
+				}
+			}
+			for progress := true; progress; {
+				progress = false
+				for _, c := range order {
+					if c.pending() == 0 || c.err != nil {
+						continue
+					}
+					before := c.pending()
+					p.placeOnNodes(c)
+					for c.pending() > 0 && p.newNode(c) {
+					}
+					if c.pending() < before {
+						progress = true
+					}
+				}
 			}
 		}
-		for progress := true; progress; {
-			progress = false
-			for _, c := range order {
-				if c.pending() == 0 {
-					continue
-				}
-				before := c.pending()
-				p.placeOnNodes(c)
-				for c.pending() > 0 && p.newNode(c) {
-				}
-				if c.pending() < before {
-					progress = true
-				}
-			}
+		if !p.relaxLeftovers() {
+			return
 		}
 	}
+}
+
+// relaxLeftovers gives up one preference of every class with pods left
+// over (see preferences.go) and reports whether any did.
+func (p *packer) relaxLeftovers() bool {
+	relaxed := false
+	for _, c := range p.classes {
+		if c.err == nil && c.pending() > 0 && len(c.ladder) > 0 {
+			p.relax(c)
+			relaxed = true
+		}
+	}
+	if relaxed {
+		p.refreshValues(true)
+	}
+	return relaxed
 }
 
 // placeOnNodes puts as many pods of c as fit on nodes that exist or are
@@ -169,6 +193,12 @@ func (p *packer) placeOnNodes(c *podClass) {
 		if k == 0 {
 			continue
 		}
+		if c.ports != nil {
+			if _, bad := n.ports.conflicts(c.ports); bad {
+				continue
+			}
+			k = 1
+		}
 		if k = p.topologyCap(c, n.doms, k); k > 0 {
 			p.place(n, c, k)
 		}
@@ -183,6 +213,7 @@ func (p *packer) place(n *node, c *podClass, k int) {
 		p.demand[i] -= c.req[i] * int64(k)
 	}
 	n.pods = append(n.pods, c.pods[c.next:c.next+k]...)
+	n.ports = append(n.ports, c.ports...)
 	c.next += k
 	n.addClass(int32(c.idx))
 	p.record(c, n.doms, int32(k), true)
@@ -584,11 +615,15 @@ func (p *packer) simulate(pt *poolType, slot int, seed *podClass) (float64, bool
 		value += float64(k) * c.value
 	}
 	k := resourceFit(seed, &free, seed.pending())
+	if seed.ports != nil {
+		k = min(k, 1)
+	}
 	if k = p.topologyCap(seed, doms, k); k == 0 {
 		p.takesBuf = takes
 		return 0, false
 	}
 	add(seed, k)
+	ports := seed.ports
 	bit := uint64(1) << slot
 	for _, c := range p.activeList {
 		// Every pending pod needs cpu, memory and a pod slot at least this
@@ -603,8 +638,17 @@ func (p *packer) simulate(pt *poolType, slot int, seed *podClass) (float64, bool
 		if k == 0 {
 			continue
 		}
+		if c.ports != nil {
+			if _, bad := ports.conflicts(c.ports); bad {
+				continue
+			}
+			k = 1
+		}
 		if k = p.topologyCap(c, doms, k); k > 0 {
 			add(c, k)
+			if c.ports != nil {
+				ports = append(ports[:len(ports):len(ports)], c.ports...)
+			}
 		}
 	}
 	p.takesBuf = takes

@@ -115,6 +115,13 @@ type podClass struct {
 	pinned       bool    // counts for a zone spread it cannot balance (see rule.pinned)
 	hostSpread   bool    // counted by a hard hostname spread
 
+	ports hostPorts // host ports each pod binds: one pod per node, away from pods and DaemonSets binding the same
+	cur   variant   // the variant of rep in force (see preferences.go)
+	// baseAlts and baseMask: rep's required node requirements alone (spread domains).
+	baseAlts []scheduling.Requirements
+	baseMask []uint64
+	ladder   []variant // the variants left, next first
+
 	value float64 // worth of one pod, in $/h (LP duals), for node choice
 	bonus float64 // cheapest node that can host one pod alone (exclusive classes)
 }
@@ -399,9 +406,10 @@ func (p *packer) compatMasks(alts []scheduling.Requirements, within func(*poolTy
 }
 
 type daemonSet struct {
-	pod  *corev1.Pod
-	req  scheduling.Resources
-	mask []uint64 // per pool type: slots it runs on
+	pod   *corev1.Pod
+	req   scheduling.Resources
+	ports hostPorts
+	mask  []uint64 // per pool type: slots it runs on
 }
 
 // buildDaemonSets works out which DaemonSet pods run on each pool type and
@@ -416,7 +424,7 @@ func (p *packer) buildDaemonSets() error {
 		if err != nil {
 			return fmt.Errorf("daemonSetPods[%d] (%s): %w", i, pod.Name, err)
 		}
-		ds := &daemonSet{pod: pod, req: req}
+		ds := &daemonSet{pod: pod, req: req, ports: podHostPorts(pod)}
 		ds.mask = p.compatMasks(alts, func(pt *poolType) uint64 { return pt.offered })
 		for ptIdx, pt := range p.pts {
 			if scheduling.Tolerates(pod.Spec.Tolerations, p.pools[pt.pool].taints) != nil {
@@ -478,6 +486,17 @@ func podKey(pod *corev1.Pod) string {
 	return pod.Namespace + "/" + pod.Name
 }
 
+// hostPortsOnly keeps the ports that bind a host port (nil when none).
+func hostPortsOnly(ports []corev1.ContainerPort) []corev1.ContainerPort {
+	var out []corev1.ContainerPort
+	for _, p := range ports {
+		if p.HostPort > 0 {
+			out = append(out, corev1.ContainerPort{HostPort: p.HostPort, HostIP: p.HostIP, Protocol: p.Protocol})
+		}
+	}
+	return out
+}
+
 // classKey is the identity of a pod for scheduling: namespace, labels and
 // the spec fields the packer reads, serialised with the API's deterministic
 // protobuf encoding (map keys sorted).
@@ -493,10 +512,10 @@ func classKey(pod *corev1.Pod, buf *strings.Builder) string {
 		InitContainers:            make([]corev1.Container, len(pod.Spec.InitContainers)),
 	}
 	for i, c := range pod.Spec.Containers {
-		spec.Containers[i] = corev1.Container{Resources: c.Resources}
+		spec.Containers[i] = corev1.Container{Resources: c.Resources, Ports: hostPortsOnly(c.Ports)}
 	}
 	for i, c := range pod.Spec.InitContainers {
-		spec.InitContainers[i] = corev1.Container{Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		spec.InitContainers[i] = corev1.Container{Resources: c.Resources, RestartPolicy: c.RestartPolicy, Ports: hostPortsOnly(c.Ports)}
 	}
 	meta := metav1.ObjectMeta{Namespace: pod.Namespace, Labels: pod.Labels}
 	buf.Reset()

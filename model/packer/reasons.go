@@ -41,6 +41,17 @@ func (p *packer) diagnose(c *podClass) string {
 		}
 		return "no nodepool's taints are tolerated: " + strings.Join(dedupe(parts), ", ")
 	}
+	if c.ports != nil {
+		for _, ds := range p.daemonSets {
+			if hp, bad := ds.ports.conflicts(c.ports); bad {
+				for pti, m := range c.baseMask {
+					if m&ds.mask[pti] != 0 && c.mask[pti]&m == 0 {
+						return fmt.Sprintf("host port %s is bound by daemonset pod %s on every node that suits the pod", hp, podKey(ds.pod))
+					}
+				}
+			}
+		}
+	}
 	compatible := false
 	for _, pi := range tolerated {
 		for _, pti := range p.pools[pi].pts {

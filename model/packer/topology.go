@@ -55,8 +55,12 @@ type group struct {
 	selector   labels.Selector
 	maxSkew    int32
 	minDomains int32
-	soft       bool // ScheduleAnyway
+	soft       bool // ScheduleAnyway or a preferred term: binds only its owners, until relaxed
 	desc       string
+	// Spread: nodeAffinityPolicy Ignore (domains of every node, not only
+	// those the pod's node requirements allow) and nodeTaintsPolicy Honor
+	// (only nodes whose taints the pod tolerates).
+	ignoreAffinity, honorTaints bool
 
 	inDomain []bool  // spread on non-hostname keys: the eligible domains
 	domains  []int32 // same, as a list
@@ -107,6 +111,10 @@ type rule struct {
 	// help balance it; it goes where it must, first, and owners balance
 	// around it.
 	pinned bool
+	// Owned spread on a key other than hostname: the domains the owner's
+	// constraint counts (kube-scheduler's eligible domains for the pod).
+	inDomain []bool
+	domains  []int32
 }
 
 func (p *packer) keyIndex(name string) int {
@@ -162,21 +170,33 @@ func termSelector(pod *corev1.Pod, sel *metav1.LabelSelector, match, mismatch []
 	return s, nil
 }
 
-func termNamespaces(pod *corev1.Pod, term *corev1.PodAffinityTerm) (map[string]bool, string) {
-	if term.NamespaceSelector != nil {
-		// Namespace labels are not part of the input; a namespace selector
-		// is taken to select every namespace (strict for anti-affinity).
-		return nil, "*"
-	}
+// termNamespaces resolves the namespaces of a pod (anti-)affinity term:
+// the listed ones plus those whose labels (Input.Namespaces) the namespace
+// selector selects; the pod's own namespace when neither is given. An
+// empty selector selects every namespace (nil map).
+func termNamespaces(pod *corev1.Pod, term *corev1.PodAffinityTerm, nsLabels map[string]map[string]string) (map[string]bool, string, error) {
 	ns := map[string]bool{}
-	if len(term.Namespaces) == 0 {
+	if term.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(term.NamespaceSelector)
+		if err != nil {
+			return nil, "", err
+		}
+		if sel.Empty() {
+			return nil, "*", nil
+		}
+		for name, l := range nsLabels {
+			if sel.Matches(labels.Set(l)) {
+				ns[name] = true
+			}
+		}
+	} else if len(term.Namespaces) == 0 {
 		ns[namespaceOf(pod)] = true
 	}
 	for _, n := range term.Namespaces {
 		ns[n] = true
 	}
 	names := sortedKeys(ns)
-	return ns, strings.Join(names, ",")
+	return ns, strings.Join(names, ","), nil
 }
 
 type groupBuilder struct {
@@ -196,8 +216,10 @@ func (b *groupBuilder) add(key string, make func() *group) int32 {
 }
 
 // podGroups returns the groups a pod owns (spread constraints, required
-// affinity and anti-affinity terms); onlyAnti limits it to anti-affinity
-// (what existing pods impose on newcomers).
+// and preferred affinity and anti-affinity terms; preferred ones and
+// ScheduleAnyway constraints make soft groups, which bind only the pods
+// carrying them); onlyAnti limits it to required anti-affinity (what
+// existing pods impose on newcomers).
 func (b *groupBuilder) podGroups(pod *corev1.Pod, onlyAnti bool) ([]int32, error) {
 	var out []int32
 	if !onlyAnti {
@@ -215,12 +237,16 @@ func (b *groupBuilder) podGroups(pod *corev1.Pod, onlyAnti bool) ([]int32, error
 				maxSkew = 1
 			}
 			soft := tsc.WhenUnsatisfiable == corev1.ScheduleAnyway
+			// kube-scheduler's defaults: node affinity honoured, taints ignored.
+			ignoreAffinity := tsc.NodeAffinityPolicy != nil && *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore
+			honorTaints := tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
 			ns := namespaceOf(pod)
-			key := fmt.Sprintf("spread|%s|%s|%s|%d|%d|%v", scheduling.CanonicalLabelKey(tsc.TopologyKey), ns, sel.String(), maxSkew, minDomains, soft)
+			key := fmt.Sprintf("spread|%s|%s|%s|%d|%d|%v|%v|%v", scheduling.CanonicalLabelKey(tsc.TopologyKey), ns, sel.String(), maxSkew, minDomains, soft, ignoreAffinity, honorTaints)
 			out = append(out, b.add(key, func() *group {
 				ki := b.p.keyIndex(tsc.TopologyKey)
 				return &group{kind: kindSpread, keyIdx: ki, hostname: b.p.keys[ki].hostname,
 					namespaces: map[string]bool{ns: true}, selector: sel, maxSkew: maxSkew, minDomains: minDomains, soft: soft,
+					ignoreAffinity: ignoreAffinity, honorTaints: honorTaints,
 					desc: fmt.Sprintf("topology spread (%s, maxSkew %d, selector %q)", b.p.keys[ki].name, maxSkew, sel.String())}
 			}))
 		}
@@ -233,34 +259,45 @@ func (b *groupBuilder) podGroups(pod *corev1.Pod, onlyAnti bool) ([]int32, error
 		kind  groupKind
 		terms []corev1.PodAffinityTerm
 		field string
+		soft  bool
 	}
 	var sets []termSet
 	if aff.PodAffinity != nil && !onlyAnti {
-		sets = append(sets, termSet{kindAffinity, aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "podAffinity"})
+		sets = append(sets, termSet{kindAffinity, aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "podAffinity.requiredDuringSchedulingIgnoredDuringExecution", false},
+			termSet{kindAffinity, weightedTerms(aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution), "podAffinity.preferredDuringSchedulingIgnoredDuringExecution", true})
 	}
 	if aff.PodAntiAffinity != nil {
-		sets = append(sets, termSet{kindAnti, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "podAntiAffinity"})
+		sets = append(sets, termSet{kindAnti, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution", false})
+		if !onlyAnti {
+			sets = append(sets, termSet{kindAnti, weightedTerms(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution), "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution", true})
+		}
 	}
 	for _, set := range sets {
 		for i := range set.terms {
 			term := &set.terms[i]
 			sel, err := termSelector(pod, term.LabelSelector, term.MatchLabelKeys, term.MismatchLabelKeys)
 			if err != nil {
-				return nil, fmt.Errorf("spec.affinity.%s.requiredDuringSchedulingIgnoredDuringExecution[%d].labelSelector: %w", set.field, i, err)
+				return nil, fmt.Errorf("spec.affinity.%s[%d].labelSelector: %w", set.field, i, err)
 			}
 			if term.TopologyKey == "" {
-				return nil, fmt.Errorf("spec.affinity.%s.requiredDuringSchedulingIgnoredDuringExecution[%d].topologyKey: empty", set.field, i)
+				return nil, fmt.Errorf("spec.affinity.%s[%d].topologyKey: empty", set.field, i)
 			}
-			namespaces, nsKey := termNamespaces(pod, term)
-			kind := set.kind
-			key := fmt.Sprintf("%d|%s|%s|%s", kind, scheduling.CanonicalLabelKey(term.TopologyKey), nsKey, sel.String())
+			namespaces, nsKey, err := termNamespaces(pod, term, b.p.in.Namespaces)
+			if err != nil {
+				return nil, fmt.Errorf("spec.affinity.%s[%d].namespaceSelector: %w", set.field, i, err)
+			}
+			kind, soft := set.kind, set.soft
+			key := fmt.Sprintf("%d|%s|%s|%s|%v", kind, scheduling.CanonicalLabelKey(term.TopologyKey), nsKey, sel.String(), soft)
 			out = append(out, b.add(key, func() *group {
 				ki := b.p.keyIndex(term.TopologyKey)
 				name := "pod affinity"
 				if kind == kindAnti {
 					name = "pod anti-affinity"
 				}
-				return &group{kind: kind, keyIdx: ki, hostname: b.p.keys[ki].hostname, namespaces: namespaces, selector: sel,
+				if soft {
+					name = "preferred " + name
+				}
+				return &group{kind: kind, keyIdx: ki, hostname: b.p.keys[ki].hostname, namespaces: namespaces, selector: sel, soft: soft,
 					desc: fmt.Sprintf("%s (%s, selector %q)", name, b.p.keys[ki].name, sel.String())}
 			}))
 		}
@@ -268,16 +305,25 @@ func (b *groupBuilder) podGroups(pod *corev1.Pod, onlyAnti bool) ([]int32, error
 	return out, nil
 }
 
+func weightedTerms(terms []corev1.WeightedPodAffinityTerm) []corev1.PodAffinityTerm {
+	out := make([]corev1.PodAffinityTerm, len(terms))
+	for i, t := range terms {
+		out[i] = t.PodAffinityTerm
+	}
+	return out
+}
+
 // buildTopology creates the groups, ties classes to them, gives every
 // existing node its domains and counts the pods already there.
 func (p *packer) buildTopology() {
 	b := &groupBuilder{p: p, index: map[string]int32{}}
+	p.builder = b
 	owned := make([][]int32, len(p.classes))
 	for _, c := range p.classes {
 		if c.err != nil {
 			continue
 		}
-		gs, err := b.podGroups(c.rep, false)
+		gs, err := b.podGroups(c.cur.pod, false)
 		if err != nil {
 			c.err = err
 			continue
@@ -300,42 +346,9 @@ func (p *packer) buildTopology() {
 		}
 	}
 
-	// Ties between classes and groups.
 	for _, c := range p.classes {
-		if c.err != nil {
-			continue
-		}
-		roles := map[int32]*rule{}
-		for _, g := range owned[c.idx] {
-			roles[g] = &rule{g: g, owner: true}
-		}
-		for gi, g := range p.groups {
-			if g.selects(c.rep) {
-				if r, ok := roles[int32(gi)]; ok {
-					r.matcher = true
-				} else {
-					roles[int32(gi)] = &rule{g: int32(gi), matcher: true}
-				}
-			}
-		}
-		for _, r := range roles {
-			c.rules = append(c.rules, *r)
-		}
-		sort.Slice(c.rules, func(i, j int) bool { return c.rules[i].g < c.rules[j].g })
-		for _, r := range c.rules {
-			g := p.groups[r.g]
-			if r.matcher {
-				c.matchGroups = append(c.matchGroups, r.g)
-			}
-			if r.owner && (g.kind == kindAnti || g.kind == kindSpread) {
-				c.ownerCounted = append(c.ownerCounted, r.g)
-			}
-			if r.owner && r.matcher && g.kind == kindAnti && g.hostname {
-				c.exclusive = true
-			}
-			if g.kind == kindSpread && g.hostname && !g.soft {
-				c.hostSpread = true
-			}
+		if c.err == nil {
+			p.tie(c, owned[c.idx])
 		}
 	}
 
@@ -357,7 +370,7 @@ func (p *packer) buildTopology() {
 	}
 	for _, ep := range existing {
 		n := p.nodes[ep.node]
-		for gi, g := range p.groups {
+		for _, g := range p.groups {
 			dom := n.doms[g.keyIdx]
 			if dom < 0 {
 				continue
@@ -366,7 +379,6 @@ func (p *packer) buildTopology() {
 				g.counts = addAt(g.counts, dom, 1)
 				g.total++
 			}
-			_ = gi
 		}
 		for _, gi := range ep.owned {
 			g := p.groups[gi]
@@ -377,64 +389,15 @@ func (p *packer) buildTopology() {
 	}
 
 	// Eligible domains of spread constraints on keys other than hostname:
-	// every domain an owner could be placed in, through a pool's offering
-	// or an existing node.
-	reach := map[*podClass]uint64{} // slots some launch suiting the class can host it in
-	reachOf := func(c *podClass) uint64 {
-		if m, ok := reach[c]; ok {
-			return m
+	// per owner, the domains of the nodes its constraint counts (its own
+	// node requirements and tolerations, as its policies say); per group,
+	// their union.
+	for _, c := range p.classes {
+		if c.err == nil {
+			p.ruleDomains(c)
 		}
-		var m uint64
-		for _, pt := range p.pts {
-			if !c.tol[pt.pool] {
-				continue
-			}
-			for rest := c.mask[pt.idx] &^ m; rest != 0; rest &= rest - 1 {
-				s := bits.TrailingZeros64(rest)
-				if c.req.Fits(pt.alloc[s]) {
-					m |= 1 << s
-				}
-			}
-		}
-		reach[c] = m
-		return m
 	}
-	for gi, g := range p.groups {
-		if g.kind != kindSpread || g.hostname {
-			continue
-		}
-		key := p.keys[g.keyIdx].name
-		for _, c := range p.classes {
-			if c.err != nil || !c.owns(int32(gi)) {
-				continue
-			}
-			if key == scheduling.LabelZone || key == scheduling.LabelCapacityType {
-				for m := reachOf(c); m != 0; m &= m - 1 {
-					s := bits.TrailingZeros64(m)
-					g.inDomain = setAt(g.inDomain, p.domainOf(g.keyIdx, nil, s))
-				}
-			} else {
-				for _, pt := range p.pts {
-					if !c.tol[pt.pool] {
-						continue
-					}
-					for m := c.mask[pt.idx]; m != 0; m &= m - 1 {
-						s := bits.TrailingZeros64(m)
-						if !c.req.Fits(pt.alloc[s]) {
-							continue
-						}
-						if dom := p.domainOf(g.keyIdx, pt, s); dom >= 0 {
-							g.inDomain = setAt(g.inDomain, dom)
-						}
-					}
-				}
-			}
-			for i := 0; i < p.nExisting; i++ {
-				if c.existing[i] && p.nodes[i].doms[g.keyIdx] >= 0 {
-					g.inDomain = setAt(g.inDomain, p.nodes[i].doms[g.keyIdx])
-				}
-			}
-		}
+	for _, g := range p.groups {
 		for d, ok := range g.inDomain {
 			if ok {
 				g.domains = append(g.domains, int32(d))
@@ -442,48 +405,172 @@ func (p *packer) buildTopology() {
 		}
 	}
 	for _, c := range p.classes {
-		if c.err != nil {
-			continue
-		}
-		for i := range c.rules {
-			r := &c.rules[i]
-			g := p.groups[r.g]
-			if r.owner || !r.matcher || g.kind != kindSpread || g.hostname || len(g.domains) == 0 {
-				continue
-			}
-			reachable := map[int32]bool{}
-			key := p.keys[g.keyIdx].name
-			if key == scheduling.LabelZone || key == scheduling.LabelCapacityType {
-				for m := reachOf(c); m != 0; m &= m - 1 {
-					reachable[p.domainOf(g.keyIdx, nil, bits.TrailingZeros64(m))] = true
-				}
-			} else {
-				for _, pt := range p.pts {
-					if !c.tol[pt.pool] {
-						continue
-					}
-					for m := c.mask[pt.idx]; m != 0; m &= m - 1 {
-						if dom := p.domainOf(g.keyIdx, pt, bits.TrailingZeros64(m)); dom >= 0 {
-							reachable[dom] = true
-						}
-					}
-				}
-			}
-			for i := 0; i < p.nExisting; i++ {
-				if c.existing[i] && p.nodes[i].doms[g.keyIdx] >= 0 {
-					reachable[p.nodes[i].doms[g.keyIdx]] = true
-				}
-			}
-			for _, d := range g.domains {
-				if !reachable[d] {
-					r.pinned, c.pinned = true, true
-					break
-				}
-			}
+		if c.err == nil {
+			p.pinRules(c)
 		}
 	}
 	p.local = make([]int32, len(p.groups))
 	p.localOwners = make([]int32, len(p.groups))
+}
+
+// tie sets the class's rules: the groups it owns (its current variant's
+// constraints) and the groups that count it.
+func (p *packer) tie(c *podClass, owned []int32) {
+	roles := map[int32]*rule{}
+	for _, g := range owned {
+		roles[g] = &rule{g: g, owner: true}
+	}
+	for gi, g := range p.groups {
+		if g.selects(c.rep) {
+			if r, ok := roles[int32(gi)]; ok {
+				r.matcher = true
+			} else {
+				roles[int32(gi)] = &rule{g: int32(gi), matcher: true}
+			}
+		}
+	}
+	c.rules, c.matchGroups, c.ownerCounted = c.rules[:0], c.matchGroups[:0], c.ownerCounted[:0]
+	c.exclusive, c.hostSpread = false, false
+	for _, r := range roles {
+		c.rules = append(c.rules, *r)
+	}
+	sort.Slice(c.rules, func(i, j int) bool { return c.rules[i].g < c.rules[j].g })
+	for _, r := range c.rules {
+		g := p.groups[r.g]
+		if r.matcher {
+			c.matchGroups = append(c.matchGroups, r.g)
+		}
+		if r.owner && (g.kind == kindAnti || g.kind == kindSpread) {
+			c.ownerCounted = append(c.ownerCounted, r.g)
+		}
+		if r.owner && r.matcher && g.kind == kindAnti && g.hostname {
+			c.exclusive = true
+		}
+		if g.kind == kindSpread && g.hostname && !g.soft {
+			c.hostSpread = true
+		}
+	}
+}
+
+// reachable calls visit with every domain of key ki a node suiting c could
+// have: launches of the pools c tolerates (all pools with ignoreTaints)
+// whose labels meet c's required node requirements (any with
+// ignoreAffinity) and, unless ignoring affinity, that fit one pod; and
+// existing nodes likewise.
+func (p *packer) reachable(c *podClass, ki int, ignoreAffinity, ignoreTaints bool, visit func(int32)) {
+	zoneLike := p.keys[ki].slotDoms != nil
+	var seen uint64
+	for _, pt := range p.pts {
+		if !ignoreTaints && !c.tol[pt.pool] {
+			continue
+		}
+		m := pt.usable
+		if !ignoreAffinity {
+			m = c.baseMask[pt.idx]
+		}
+		if zoneLike {
+			m &^= seen
+		}
+		for ; m != 0; m &= m - 1 {
+			s := bits.TrailingZeros64(m)
+			if !ignoreAffinity && !c.req.Fits(pt.alloc[s]) {
+				continue
+			}
+			if zoneLike {
+				seen |= 1 << s
+			}
+			if dom := p.domainOf(ki, pt, s); dom >= 0 {
+				visit(dom)
+			}
+		}
+	}
+	for i := 0; i < p.nExisting; i++ {
+		n := p.nodes[i]
+		if n.doms[ki] < 0 {
+			continue
+		}
+		ok := (ignoreTaints || scheduling.Tolerates(c.cur.pod.Spec.Tolerations, n.taints) == nil) &&
+			(ignoreAffinity || p.matchesAny(c, n))
+		if ok {
+			visit(n.doms[ki])
+		}
+	}
+}
+
+func (p *packer) matchesAny(c *podClass, n *node) bool {
+	for _, alt := range c.baseAlts {
+		if alt.Matches(n.labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleDomains computes the eligible domains of the class's own spread
+// constraints (not on hostname) and adds them to their groups' union.
+func (p *packer) ruleDomains(c *podClass) {
+	for i := range c.rules {
+		r := &c.rules[i]
+		g := p.groups[r.g]
+		r.inDomain, r.domains = nil, nil
+		if g.kind != kindSpread || g.hostname || !r.owner {
+			continue
+		}
+		p.reachable(c, g.keyIdx, g.ignoreAffinity, !g.honorTaints, func(d int32) {
+			r.inDomain = setAt(r.inDomain, d)
+			g.inDomain = setAt(g.inDomain, d)
+		})
+		for d, ok := range r.inDomain {
+			if ok {
+				r.domains = append(r.domains, int32(d))
+			}
+		}
+	}
+}
+
+// pinRules marks the class's matcher-only spread rules whose group has a
+// domain the class cannot reach (see rule.pinned).
+func (p *packer) pinRules(c *podClass) {
+	c.pinned = false
+	for i := range c.rules {
+		r := &c.rules[i]
+		r.pinned = false
+		g := p.groups[r.g]
+		if r.owner || !r.matcher || g.kind != kindSpread || g.hostname || len(g.domains) == 0 {
+			continue
+		}
+		reachable := map[int32]bool{}
+		p.reachable(c, g.keyIdx, false, false, func(d int32) { reachable[d] = true })
+		for _, d := range g.domains {
+			if !reachable[d] {
+				r.pinned, c.pinned = true, true
+				break
+			}
+		}
+	}
+}
+
+// relax moves the class one rung down its preference ladder and derives
+// its constraints again.
+func (p *packer) relax(c *podClass) {
+	c.cur, c.ladder = c.ladder[0], c.ladder[1:]
+	p.interpret(c)
+	if c.err != nil {
+		return
+	}
+	owned, err := p.builder.podGroups(c.cur.pod, false)
+	if err != nil {
+		c.err = err
+		return
+	}
+	if len(p.groups) > len(p.local) {
+		// A later variant only drops terms, so its groups exist already.
+		panic("packer: a relaxed variant created a topology group")
+	}
+	p.tie(c, owned)
+	p.ruleDomains(c)
+	p.pinRules(c)
+	c.bonus = 0
 }
 
 func (c *podClass) owns(g int32) bool {
@@ -532,20 +619,21 @@ func (p *packer) domainsFor(pt *poolType, s int, host int32, doms []int32) []int
 
 // active reports whether a rule constrains placement at the current
 // relaxation level. Level 0 enforces spread on every pod the constraint
-// counts (so the final plan is within maxSkew, not only each step) and
-// treats zone-level ScheduleAnyway as DoNotSchedule; level 1 enforces
-// spread only on the pods that carry a DoNotSchedule constraint.
+// counts (so the final plan is within maxSkew, not only each step); level
+// 1 enforces it only on the pods that carry the constraint. Soft groups
+// (ScheduleAnyway, preferred terms) bind only the pods carrying them, as
+// long as their variant keeps them (see preferences.go).
 func (p *packer) active(r rule, g *group) bool {
 	switch g.kind {
 	case kindSpread:
-		if r.pinned || (g.soft && (g.hostname || p.level >= 1)) {
+		if r.pinned || (g.soft && !r.owner) {
 			return false
 		}
 		return true
 	case kindAffinity:
 		return r.owner
 	default:
-		return true
+		return r.owner || !g.soft
 	}
 }
 
@@ -578,19 +666,22 @@ func (p *packer) ruleCap(r rule, doms []int32) int {
 			}
 			return unlimited
 		}
-		if !g.eligible(dom) {
-			if r.owner {
+		domains := g.domains
+		if r.owner {
+			if int(dom) >= len(r.inDomain) || !r.inDomain[dom] {
 				return 0
 			}
+			domains = r.domains
+		} else if !g.eligible(dom) {
 			return unlimited
 		}
 		minOther := int32(unlimited)
-		for _, d := range g.domains {
+		for _, d := range domains {
 			if d != dom {
 				minOther = min(minOther, g.count(d))
 			}
 		}
-		if g.minDomains > 0 && int32(len(g.domains)) < g.minDomains {
+		if g.minDomains > 0 && int32(len(domains)) < g.minDomains {
 			minOther = 0
 		}
 		if minOther == unlimited {

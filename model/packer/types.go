@@ -23,6 +23,10 @@ type Input struct {
 	NodePools []NodePool
 	// Nodes are existing and in-flight nodes pods may be placed on first.
 	Nodes []Node
+	// Namespaces are the labels of each namespace, by name, which pod
+	// (anti-)affinity terms' namespaceSelector select on. A namespace
+	// missing here has no labels.
+	Namespaces map[string]map[string]string
 }
 
 // NodePool is the packer's view of a NodePool (plain fields, so the packer

@@ -32,12 +32,15 @@ const maxViolations = 20
 //   - each node's pods plus the DaemonSets that match it fit its
 //     allocatable (existing nodes: their Available), pods count included;
 //   - pods' nodeSelector, required node affinity and tolerations hold;
+//   - no two pods on a node (DaemonSet pods included) bind conflicting host ports;
 //   - NodePool limits hold;
 //   - in the final state, every pod carrying a DoNotSchedule topology spread
 //     constraint is in a domain at most maxSkew above the least-loaded
 //     domain it could use (kube-scheduler's filter, counting every matching
-//     pod, including pods that only match the selector); required pod
-//     affinity and anti-affinity hold.
+//     pod, including pods that only match the selector; eligible domains
+//     per its nodeAffinityPolicy and nodeTaintsPolicy); required pod
+//     affinity and anti-affinity hold, namespaceSelector resolved against
+//     Input.Namespaces.
 func Verify(in Input, r Result) error {
 	v := &verifier{in: in, r: r, affinity: map[*corev1.Pod]nodeaffinity.RequiredNodeAffinity{},
 		poolSel: map[*NodePool][]*nodeaffinity.NodeSelector{}, requests_: map[*corev1.Pod]scheduling.Resources{}, eligible: map[string][]string{}}
@@ -177,6 +180,9 @@ func (v *verifier) run() {
 			v.fail("node %s: placed pods request %s, more than its available %s (over on %v)", n.Name, u, n.Available, u.Exceeding(n.Available))
 		}
 		v.checkPodsSuit(existing[n.Name])
+		if len(existing[n.Name].placed) > 0 {
+			v.checkHostPorts(existing[n.Name], nil)
+		}
 	}
 
 	// 3. New nodes.
@@ -224,6 +230,13 @@ func (v *verifier) run() {
 				total = total.Add(v.requests(ds))
 			}
 		}
+		var ds []*corev1.Pod
+		for _, d := range v.in.DaemonSetPods {
+			if v.suits(d, vn) == nil {
+				ds = append(ds, d)
+			}
+		}
+		v.checkHostPorts(vn, ds)
 		if !total.Fits(it.Allocatable) {
 			v.fail("node %s (%s): pods and daemonsets request %s, more than allocatable %s (over on %v)",
 				plan.Name, it.Name, total, it.Allocatable, total.Exceeding(it.Allocatable))
@@ -388,6 +401,26 @@ func (v *verifier) checkPodsSuit(vn *vnode) {
 	}
 }
 
+// checkHostPorts fails a node where two of its pods (DaemonSet pods
+// included) bind conflicting host ports.
+func (v *verifier) checkHostPorts(vn *vnode, daemonSets []*corev1.Pod) {
+	type bound struct {
+		port hostPort
+		pod  *corev1.Pod
+	}
+	var seen []bound
+	for _, p := range append(append([]*corev1.Pod(nil), daemonSets...), vn.pods...) {
+		for _, hp := range podHostPorts(p) {
+			for _, b := range seen {
+				if b.port.conflicts(hp) {
+					v.fail("node %s: pods %s and %s both bind host port %s", vn.name, podKey(b.pod), podKey(p), hp)
+				}
+			}
+			seen = append(seen, bound{hp, p})
+		}
+	}
+}
+
 // term is a pod (anti-)affinity term or spread selector, with its domain counts.
 type vterm struct {
 	key        string
@@ -426,7 +459,10 @@ func (v *verifier) checkTopology(nodes []*vnode) {
 		var ns map[string]bool
 		nsKey := namespaceOf(p)
 		if pat != nil {
-			ns, nsKey = termNamespaces(p, pat)
+			var err error
+			if ns, nsKey, err = termNamespaces(p, pat, v.in.Namespaces); err != nil {
+				return nil, err
+			}
 		} else {
 			ns = map[string]bool{namespaceOf(p): true}
 		}
@@ -536,10 +572,12 @@ func (v *verifier) checkTopology(nodes []*vnode) {
 					v.fail("pod %s on node %s: topologySpreadConstraints[%d] needs label %s, which the node lacks", podKey(p), n.name, i, tsc.TopologyKey)
 					continue
 				}
-				ek := v.eligibilityKey(p) + "|" + tsc.TopologyKey
+				ignoreAffinity := tsc.NodeAffinityPolicy != nil && *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore
+				honorTaints := tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
+				ek := fmt.Sprintf("%s|%s|%v|%v", v.eligibilityKey(p), tsc.TopologyKey, ignoreAffinity, honorTaints)
 				domains, ok := v.eligible[ek]
 				if !ok {
-					domains = v.eligibleDomains(p, tsc.TopologyKey, nodes)
+					domains = v.eligibleDomains(p, tsc.TopologyKey, nodes, ignoreAffinity, honorTaints)
 					v.eligible[ek] = domains
 				}
 				minC, minD := math.MaxInt, ""
@@ -588,14 +626,27 @@ func nodeAffinityOf(p *corev1.Pod) *corev1.NodeAffinity {
 	return p.Spec.Affinity.NodeAffinity
 }
 
-// eligibleDomains lists the values of key over every node the pod could
-// be on: the plan's nodes that suit it, and every launch (pool, instance
-// type, available offering) that suits and fits it. Hostname domains are
-// the plan's nodes only.
-func (v *verifier) eligibleDomains(p *corev1.Pod, key string, nodes []*vnode) []string {
+// eligibleDomains lists the values of key over every node the pod's
+// spread constraint counts (kube-scheduler's nodeAffinityPolicy, default
+// Honor, and nodeTaintsPolicy, default Ignore): the plan's nodes, and
+// every launch (pool, instance type, available offering), that the pod's
+// node requirements allow (unless ignored; launches must also fit it) and
+// whose taints it tolerates (if honoured). Hostname domains are the plan's
+// nodes only.
+func (v *verifier) eligibleDomains(p *corev1.Pod, key string, nodes []*vnode, ignoreAffinity, honorTaints bool) []string {
 	set := map[string]bool{}
+	counted := func(node *corev1.Node, taints []corev1.Taint) bool {
+		if honorTaints && scheduling.Tolerates(p.Spec.Tolerations, taints) != nil {
+			return false
+		}
+		if ignoreAffinity {
+			return true
+		}
+		ok, _ := v.nodeAffinity(p).Match(node)
+		return ok
+	}
 	for _, n := range nodes {
-		if v.suits(p, n) == nil {
+		if counted(n.node, n.taints) {
 			if d, ok := domainOfNode(n, key); ok {
 				set[d] = true
 			}
@@ -604,10 +655,10 @@ func (v *verifier) eligibleDomains(p *corev1.Pod, key string, nodes []*vnode) []
 	if scheduling.CanonicalLabelKey(key) != scheduling.LabelHostname {
 		req := v.requests(p)
 		for _, l := range v.launches() {
-			if scheduling.Tolerates(p.Spec.Tolerations, l.pool.Taints) != nil || !req.Fits(l.it.Allocatable) {
+			if !ignoreAffinity && !req.Fits(l.it.Allocatable) {
 				continue
 			}
-			if ok, _ := v.nodeAffinity(p).Match(l.node); ok {
+			if counted(l.node, l.pool.Taints) {
 				if d, ok := l.node.Labels[key]; ok {
 					set[d] = true
 				}
