@@ -62,13 +62,21 @@ func namespaceOf(pod *corev1.Pod) string {
 func (p *packer) buildClasses() {
 	index := map[string]int{}
 	var sb strings.Builder
+	p.storage = newStorageIndex(p.in.Storage)
+	volumes := map[int][]volumeTopology{}
 	for i, pod := range p.in.Pods {
 		k := classKey(pod, &sb)
+		if len(pod.Spec.Volumes) > 0 {
+			if vts := p.storage.podVolumeTopology(pod); len(vts) > 0 {
+				volumes[i] = vts
+				k += "\x00" + volumeKey(vts)
+			}
+		}
 		ci, ok := index[k]
 		if !ok {
 			ci = len(p.classes)
 			index[k] = ci
-			p.classes = append(p.classes, &podClass{idx: ci, rep: pod})
+			p.classes = append(p.classes, &podClass{idx: ci, rep: pod, volumes: volumes[i]})
 		}
 		p.classes[ci].pods = append(p.classes[ci].pods, i)
 	}
@@ -89,8 +97,10 @@ func (p *packer) buildClasses() {
 		// Spread domains follow required node affinity only (Karpenter's
 		// topology_test "should not limit spread options by preferred node affinity").
 		if base, err := scheduling.PodRequirements(c.rep); err == nil {
-			c.baseAlts = base
-			c.baseMask = p.masksFor(base)
+			if base, err = withVolumeTopology(base, c.volumes); err == nil {
+				c.baseAlts = base
+				c.baseMask = p.masksFor(base)
+			}
 		}
 		c.ladder = preferenceLadder(c.rep, p.avoidsPreferNoSchedule(c.rep))
 		c.cur, c.ladder = c.ladder[0], c.ladder[1:]
@@ -136,6 +146,9 @@ func (p *packer) interpret(c *podClass) {
 	pod := c.cur.pod
 	var err error
 	c.alts, err = variantRequirements(pod)
+	if err == nil {
+		c.alts, err = withVolumeTopology(c.alts, c.volumes)
+	}
 	if err != nil {
 		c.err = err
 		return

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
@@ -426,6 +428,103 @@ func TestKarpenterTopology(t *testing.T) {
 			in: packer.Input{NodePools: []packer.NodePool{def}, DaemonSetPods: []*corev1.Pod{pod("node-exporter", "10m", "10Mi", withHostPort(9100))},
 				Pods: []*corev1.Pod{pod("hp", "100m", "100Mi", withHostPort(9100))}},
 			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "hp", "host port") },
+		},
+	})
+}
+
+// Volume topology (Karpenter's volumetopology.go; suite_test "Volume Topology Requirements").
+func TestKarpenterVolumeTopology(t *testing.T) {
+	cat := smallCatalog()
+	def := nodePool("default", cat)
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	immediate := storagev1.VolumeBindingImmediate
+	zonal := func(name, key, zone string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}}}}}}}
+	}
+	claim := func(name, volume string, class *string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume, StorageClassName: class}}
+	}
+	class := func(name string, mode storagev1.VolumeBindingMode, zones ...string) *storagev1.StorageClass {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, VolumeBindingMode: &mode}
+		if len(zones) > 0 {
+			sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: scheduling.LabelZone, Values: zones}}}}
+		}
+		return sc
+	}
+	withClaim := func(name string) podOption {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}})
+		}
+	}
+	gp3 := "gp3"
+	fast := "fast"
+	storage := packer.Storage{
+		PersistentVolumes: []*corev1.PersistentVolume{zonal("pv-b", scheduling.LabelZone, "zone-b"), zonal("pv-c", "topology.ebs.csi.aws.com/zone", "zone-c")},
+		PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{
+			claim("bound-b", "pv-b", nil), claim("bound-c", "pv-c", nil), claim("unbound", "", &gp3), claim("immediate", "", &fast),
+		},
+		StorageClasses: []*storagev1.StorageClass{class("gp3", wffc, "zone-c"), class("fast", immediate, "zone-a")},
+	}
+	runKarpenterCases(t, []karpenterCase{
+		{
+			// suite_test "should launch nodes for pods with bound persistent volumes in the volume's zone"
+			// (aws/karpenter-provider-aws#1011).
+			name: "a claim bound to a zonal volume pins the pod to its zone",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Storage: storage, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("bound-b"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-b" {
+					t.Fatalf("zone %v, want zone-b", z)
+				}
+			},
+		},
+		{
+			name: "the EBS CSI zone key is the zone",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Storage: storage, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("bound-c"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-c" {
+					t.Fatalf("zone %v, want zone-c: %+v", z, summary(v.r))
+				}
+			},
+		},
+		{
+			// suite_test "should launch nodes for pods with unbound volumes in the storage class's allowed topologies".
+			name: "an unbound claim of a WaitForFirstConsumer class follows allowedTopologies",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Storage: storage, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("unbound"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-c" {
+					t.Fatalf("zone %v, want zone-c: %+v", z, summary(v.r))
+				}
+			},
+		},
+		{
+			// An Immediate class binds before scheduling: its topologies do not steer the pod.
+			name: "an Immediate class's allowedTopologies do not apply",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Storage: storage, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("immediate"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-a" {
+					t.Fatalf("zone %v, want the cheapest (zone-a)", z)
+				}
+			},
+		},
+		{
+			// suite_test "should not launch nodes for pods with conflicting volume and node requirements".
+			name: "volume zone conflicting with the pod's zone selector",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: storage,
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("bound-b"), withNodeSelector(scheduling.LabelZone, "zone-a"))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "volume topology") },
+		},
+		{
+			name: "pods of one spec with different volumes are planned apart",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: storage,
+				Pods: []*corev1.Pod{pod("b", "100m", "100Mi", withClaim("bound-b")), pod("c", "100m", "100Mi", withClaim("bound-c"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "b", "c"); z[0] != "zone-b" || z[1] != "zone-c" {
+					t.Fatalf("zones %v, want [zone-b zone-c]", z)
+				}
+			},
 		},
 	})
 }

@@ -58,6 +58,7 @@ type packer struct {
 
 	maskCache map[string][]uint64 // compatibility masks by node requirements
 	builder   *groupBuilder
+	storage   *storageIndex
 
 	minReq    scheduling.Resources // smallest cpu and memory request among active classes
 	candBuf   []scoredCandidate

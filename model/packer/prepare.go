@@ -120,7 +120,8 @@ type podClass struct {
 	// baseAlts and baseMask: rep's required node requirements alone (spread domains).
 	baseAlts []scheduling.Requirements
 	baseMask []uint64
-	ladder   []variant // the variants left, next first
+	volumes  []volumeTopology // node requirements of the pods' volumes
+	ladder   []variant        // the variants left, next first
 
 	value float64 // worth of one pod, in $/h (LP duals), for node choice
 	bonus float64 // cheapest node that can host one pod alone (exclusive classes)

@@ -18,6 +18,11 @@ func (p *packer) diagnose(c *podClass) string {
 		return "invalid pod: " + c.err.Error()
 	}
 	if len(c.alts) == 0 {
+		if len(c.volumes) > 0 {
+			if plain, err := scheduling.PodRequirements(c.rep); err == nil && len(plain) > 0 {
+				return "no instance type satisfies: the node requirements together with the volume topology of " + c.volumes[0].source + " have no satisfiable term"
+			}
+		}
 		return "no instance type satisfies: required node affinity has no satisfiable term"
 	}
 	if len(p.pools) == 0 && p.nExisting == 0 {
@@ -61,6 +66,19 @@ func (p *packer) diagnose(c *podClass) string {
 		}
 	}
 	if !compatible {
+		if len(c.volumes) > 0 {
+			base, err := scheduling.PodRequirements(c.rep)
+			if err == nil {
+				plain := p.masksFor(base)
+				for _, pi := range tolerated {
+					for _, pti := range p.pools[pi].pts {
+						if plain[pti] != 0 {
+							return "no instance type satisfies: volume topology (" + c.volumes[0].source + ")"
+						}
+					}
+				}
+			}
+		}
 		return p.requirementReason(c, tolerated)
 	}
 	// Resources: the largest allocatable any compatible launch offers, per dimension.

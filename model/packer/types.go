@@ -27,6 +27,9 @@ type Input struct {
 	// (anti-)affinity terms' namespaceSelector select on. A namespace
 	// missing here has no labels.
 	Namespaces map[string]map[string]string
+	// Storage holds the claims, volumes and classes of the pods' volumes,
+	// whose topology limits where the pods may go.
+	Storage Storage
 }
 
 // NodePool is the packer's view of a NodePool (plain fields, so the packer

@@ -31,7 +31,9 @@ const maxViolations = 20
 //     same type and zone;
 //   - each node's pods plus the DaemonSets that match it fit its
 //     allocatable (existing nodes: their Available), pods count included;
-//   - pods' nodeSelector, required node affinity and tolerations hold;
+//   - pods' nodeSelector, required node affinity and tolerations hold, and
+//     their volumes' topology (bound PV node affinity, WaitForFirstConsumer
+//     allowedTopologies);
 //   - no two pods on a node (DaemonSet pods included) bind conflicting host ports;
 //   - NodePool limits hold;
 //   - in the final state, every pod carrying a DoNotSchedule topology spread
@@ -65,6 +67,7 @@ type verifier struct {
 	requests_  map[*corev1.Pod]scheduling.Resources
 	eligible   map[string][]string
 	launchList []launch
+	storage    *storageIndex
 }
 
 // nodeAffinity returns the pod's parsed nodeSelector and required node affinity.
@@ -397,6 +400,27 @@ func (v *verifier) checkPodsSuit(vn *vnode) {
 	for _, p := range vn.placed {
 		if err := v.suits(p, vn); err != nil {
 			v.fail("pod %s on node %s: %v", podKey(p), vn.name, err)
+		}
+		v.checkVolumes(p, vn)
+	}
+}
+
+// checkVolumes fails a pod whose node is outside its volumes' topology.
+func (v *verifier) checkVolumes(p *corev1.Pod, vn *vnode) {
+	if len(p.Spec.Volumes) == 0 {
+		return
+	}
+	if v.storage == nil {
+		v.storage = newStorageIndex(v.in.Storage)
+	}
+	for _, vt := range v.storage.podVolumeTopology(p) {
+		sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: vt.terms})
+		if err != nil {
+			v.fail("pod %s: %s: %v", podKey(p), vt.source, err)
+			continue
+		}
+		if !sel.Match(vn.node) {
+			v.fail("pod %s on node %s: outside the topology of %s", podKey(p), vn.name, vt.source)
 		}
 	}
 }

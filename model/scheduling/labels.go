@@ -106,6 +106,9 @@ var aliases = map[string]string{
 	corev1.LabelInstanceType:                                     LabelInstanceType, // beta.kubernetes.io/instance-type
 	corev1.LabelFailureDomainBetaZone:                            LabelZone,
 	corev1.LabelFailureDomainBetaRegion:                          LabelRegion,
+	// The EBS CSI driver's zone key, which its PersistentVolumes' node
+	// affinity uses.
+	"topology.ebs.csi.aws.com/zone": LabelZone,
 }
 
 // aliasesOf is the inverse of aliases: canonical key -> alias keys, sorted.

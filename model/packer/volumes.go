@@ -1,0 +1,143 @@
+package packer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// Storage is what the packer reads of the pods' volumes: a PVC bound to a
+// PersistentVolume with node affinity (a zonal EBS volume) pins its pods to
+// the volume's topology; an unbound PVC of a WaitForFirstConsumer
+// StorageClass with allowedTopologies limits them to those topologies, as
+// Karpenter's volumetopology.go does.
+type Storage struct {
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	PersistentVolumes      []*corev1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
+}
+
+// defaultStorageClassAnnotation marks the StorageClass a PVC without a
+// class name gets.
+const defaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+
+// storageIndex looks storage objects up by name.
+type storageIndex struct {
+	pvcs    map[string]*corev1.PersistentVolumeClaim // namespace/name
+	pvs     map[string]*corev1.PersistentVolume
+	classes map[string]*storagev1.StorageClass
+	deflt   *storagev1.StorageClass
+}
+
+func newStorageIndex(s Storage) *storageIndex {
+	ix := &storageIndex{pvcs: map[string]*corev1.PersistentVolumeClaim{}, pvs: map[string]*corev1.PersistentVolume{}, classes: map[string]*storagev1.StorageClass{}}
+	for _, c := range s.PersistentVolumeClaims {
+		ix.pvcs[c.Namespace+"/"+c.Name] = c
+	}
+	for _, v := range s.PersistentVolumes {
+		ix.pvs[v.Name] = v
+	}
+	sort.SliceStable(s.StorageClasses, func(i, j int) bool { return s.StorageClasses[i].Name < s.StorageClasses[j].Name })
+	for _, c := range s.StorageClasses {
+		ix.classes[c.Name] = c
+		if c.Annotations[defaultStorageClassAnnotation] == "true" && ix.deflt == nil {
+			ix.deflt = c
+		}
+	}
+	return ix
+}
+
+// volumeTopology is one volume's node requirements as ORed node selector
+// terms, and where they come from (for messages and the class key).
+type volumeTopology struct {
+	source string
+	terms  []corev1.NodeSelectorTerm
+}
+
+// podVolumeTopology lists the topology each of the pod's claims imposes.
+// Claims or volumes that are missing impose nothing (the kube-scheduler
+// will wait for them; the packer has nothing to go on).
+func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) []volumeTopology {
+	var out []volumeTopology
+	for _, v := range pod.Spec.Volumes {
+		var claimName, className string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			claimName = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil && v.Ephemeral.VolumeClaimTemplate != nil:
+			// The generic ephemeral volume's claim is named pod-volume.
+			claimName = pod.Name + "-" + v.Name
+			if sc := v.Ephemeral.VolumeClaimTemplate.Spec.StorageClassName; sc != nil {
+				className = *sc
+			}
+		default:
+			continue
+		}
+		pvc := ix.pvcs[namespaceOf(pod)+"/"+claimName]
+		if pvc != nil {
+			if pvc.Spec.VolumeName != "" {
+				pv := ix.pvs[pvc.Spec.VolumeName]
+				if pv != nil && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+					out = append(out, volumeTopology{source: "persistentvolume " + pv.Name, terms: pv.Spec.NodeAffinity.Required.NodeSelectorTerms})
+				}
+				continue
+			}
+			if pvc.Spec.StorageClassName != nil {
+				className = *pvc.Spec.StorageClassName
+			}
+		}
+		sc := ix.classes[className]
+		if className == "" {
+			sc = ix.deflt
+		}
+		if sc == nil || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || len(sc.AllowedTopologies) == 0 {
+			continue
+		}
+		var terms []corev1.NodeSelectorTerm
+		for _, t := range sc.AllowedTopologies {
+			var term corev1.NodeSelectorTerm
+			for _, e := range t.MatchLabelExpressions {
+				term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: e.Key, Operator: corev1.NodeSelectorOpIn, Values: e.Values})
+			}
+			terms = append(terms, term)
+		}
+		out = append(out, volumeTopology{source: "storageclass " + sc.Name + " allowedTopologies", terms: terms})
+	}
+	return out
+}
+
+// key identifies the topologies for class grouping.
+func volumeKey(vts []volumeTopology) string {
+	var sb strings.Builder
+	for _, vt := range vts {
+		sb.WriteString(vt.source)
+		sb.WriteByte(';')
+	}
+	return sb.String()
+}
+
+// withVolumeTopology ANDs alternatives with every volume's ORed terms.
+func withVolumeTopology(alts []scheduling.Requirements, vts []volumeTopology) ([]scheduling.Requirements, error) {
+	for _, vt := range vts {
+		var next []scheduling.Requirements
+		for i, term := range vt.terms {
+			rs, err := scheduling.RequirementsFromNodeSelector(term.MatchExpressions)
+			if err != nil {
+				return nil, fmt.Errorf("%s: nodeSelectorTerms[%d]: %w", vt.source, i, err)
+			}
+			for _, alt := range alts {
+				both := alt.Intersect(rs)
+				if both.Satisfiable() == nil {
+					next = append(next, both)
+				}
+			}
+		}
+		alts = next
+	}
+	return alts, nil
+}
