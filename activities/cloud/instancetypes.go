@@ -333,6 +333,18 @@ func (p *InstanceTypeProvider) describeInstanceTypes(ctx context.Context) (map[s
 			if !ok {
 				continue
 			}
+			// Labels EC2's answer does not carry (network and EBS
+			// bandwidth, capability flex, GPU memory) come from the catalog.
+			if known, ok := p.opts.Catalog.Get(spec.Name); ok {
+				for k, v := range known.ExtraLabels {
+					if _, set := spec.ExtraLabels[k]; !set {
+						if spec.ExtraLabels == nil {
+							spec.ExtraLabels = map[string]string{}
+						}
+						spec.ExtraLabels[k] = v
+					}
+				}
+			}
 			shapes[spec.Name] = spec
 			for _, class := range info.SupportedUsageClasses {
 				if class == ec2types.UsageClassTypeSpot {
@@ -460,7 +472,33 @@ func SpecFromEC2(info *ec2types.InstanceTypeInfo) (catalog.InstanceTypeSpec, boo
 	}
 	spec.MaxPods = maxPods(spec)
 	spec.GPU = acceleratorOf(info)
+	spec.ExtraLabels = extraLabelsOf(info)
 	return spec, true
+}
+
+// extraLabelsOf reads the Karpenter AWS labels EC2's answer carries: CPU
+// manufacturer and sustained clock, local NVMe size, encryption in transit.
+func extraLabelsOf(info *ec2types.InstanceTypeInfo) map[string]string {
+	out := map[string]string{}
+	if m := aws.ToString(info.ProcessorInfo.Manufacturer); m != "" {
+		out[scheduling.LabelInstanceCPUManufacturer] = labelValue(m)
+	}
+	if ghz := aws.ToFloat64(info.ProcessorInfo.SustainedClockSpeedInGhz); ghz > 0 {
+		out[scheduling.LabelInstanceCPUSustainedClockSpeedMhz] = strconv.Itoa(int(ghz*1000 + 0.5))
+	}
+	if st := info.InstanceStorageInfo; st != nil && st.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported && aws.ToInt64(st.TotalSizeInGB) > 0 {
+		out[scheduling.LabelInstanceLocalNVME] = strconv.FormatInt(aws.ToInt64(st.TotalSizeInGB), 10)
+	}
+	if n := info.NetworkInfo; n != nil && n.EncryptionInTransitSupported != nil {
+		out[scheduling.LabelInstanceEncryptionInTransitSupported] = strconv.FormatBool(*n.EncryptionInTransitSupported)
+	}
+	if info.EbsInfo != nil && info.EbsInfo.EbsOptimizedInfo != nil && info.EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps != nil {
+		out[scheduling.LabelInstanceEBSBandwidth] = strconv.Itoa(int(*info.EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func maxPods(spec catalog.InstanceTypeSpec) int {

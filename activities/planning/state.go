@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +20,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 
@@ -43,6 +45,13 @@ type ClusterState interface {
 	ListDaemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error)
 	// ListPodDisruptionBudgets is read by ComputeCommands only.
 	ListPodDisruptionBudgets(ctx context.Context) ([]*policyv1.PodDisruptionBudget, error)
+	// ListNamespaces, for the labels pod affinity's namespaceSelector reads.
+	ListNamespaces(ctx context.Context) ([]*corev1.Namespace, error)
+	// ListPersistentVolumeClaims, ListPersistentVolumes and
+	// ListStorageClasses give the pods' volumes' topology.
+	ListPersistentVolumeClaims(ctx context.Context) ([]*corev1.PersistentVolumeClaim, error)
+	ListPersistentVolumes(ctx context.Context) ([]*corev1.PersistentVolume, error)
+	ListStorageClasses(ctx context.Context) ([]*storagev1.StorageClass, error)
 	// ListNodePools and ListEC2NodeClasses return the custom resources as
 	// stored; the planner decodes, defaults and validates each one, so a
 	// malformed object only takes itself out.
@@ -107,6 +116,30 @@ func (s *apiState) ListPodDisruptionBudgets(ctx context.Context) ([]*policyv1.Po
 	})
 }
 
+func (s *apiState) ListNamespaces(ctx context.Context) ([]*corev1.Namespace, error) {
+	return listAll[corev1.Namespace](ctx, "namespaces", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.clientset.CoreV1().Namespaces().List(ctx, opts)
+	})
+}
+
+func (s *apiState) ListPersistentVolumeClaims(ctx context.Context) ([]*corev1.PersistentVolumeClaim, error) {
+	return listAll[corev1.PersistentVolumeClaim](ctx, "persistentvolumeclaims", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.clientset.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
+	})
+}
+
+func (s *apiState) ListPersistentVolumes(ctx context.Context) ([]*corev1.PersistentVolume, error) {
+	return listAll[corev1.PersistentVolume](ctx, "persistentvolumes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.clientset.CoreV1().PersistentVolumes().List(ctx, opts)
+	})
+}
+
+func (s *apiState) ListStorageClasses(ctx context.Context) ([]*storagev1.StorageClass, error) {
+	return listAll[storagev1.StorageClass](ctx, "storageclasses", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.clientset.StorageV1().StorageClasses().List(ctx, opts)
+	})
+}
+
 func (s *apiState) ListNodePools(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	return s.listCustom(ctx, NodePoolResource)
 }
@@ -127,13 +160,18 @@ type informerState struct {
 	nodes       corelisters.NodeLister
 	daemonSets  appslisters.DaemonSetLister
 	pdbs        policylisters.PodDisruptionBudgetLister
+	namespaces  corelisters.NamespaceLister
+	claims      corelisters.PersistentVolumeClaimLister
+	volumes     corelisters.PersistentVolumeLister
+	classes     storagelisters.StorageClassLister
 	nodePools   cache.GenericLister
 	nodeClasses cache.GenericLister
 	synced      []cache.InformerSynced
 }
 
 // NewInformerState reads from the informers of factory (Pods, Nodes,
-// DaemonSets, PodDisruptionBudgets) and dynamicFactory (NodePools,
+// DaemonSets, PodDisruptionBudgets, Namespaces, PersistentVolumeClaims,
+// PersistentVolumes, StorageClasses) and dynamicFactory (NodePools,
 // EC2NodeClasses). It registers those informers, so call it before the
 // factories' Start; each read waits until the caches have synced (or ctx
 // ends).
@@ -142,6 +180,10 @@ func NewInformerState(factory informers.SharedInformerFactory, dynamicFactory dy
 	nodes := factory.Core().V1().Nodes()
 	daemonSets := factory.Apps().V1().DaemonSets()
 	pdbs := factory.Policy().V1().PodDisruptionBudgets()
+	namespaces := factory.Core().V1().Namespaces()
+	claims := factory.Core().V1().PersistentVolumeClaims()
+	volumes := factory.Core().V1().PersistentVolumes()
+	classes := factory.Storage().V1().StorageClasses()
 	nodePools := dynamicFactory.ForResource(NodePoolResource)
 	nodeClasses := dynamicFactory.ForResource(EC2NodeClassResource)
 	return &informerState{
@@ -149,11 +191,16 @@ func NewInformerState(factory informers.SharedInformerFactory, dynamicFactory dy
 		nodes:       nodes.Lister(),
 		daemonSets:  daemonSets.Lister(),
 		pdbs:        pdbs.Lister(),
+		namespaces:  namespaces.Lister(),
+		claims:      claims.Lister(),
+		volumes:     volumes.Lister(),
+		classes:     classes.Lister(),
 		nodePools:   nodePools.Lister(),
 		nodeClasses: nodeClasses.Lister(),
 		synced: []cache.InformerSynced{
 			pods.Informer().HasSynced, nodes.Informer().HasSynced, daemonSets.Informer().HasSynced,
-			pdbs.Informer().HasSynced, nodePools.Informer().HasSynced, nodeClasses.Informer().HasSynced,
+			pdbs.Informer().HasSynced, namespaces.Informer().HasSynced, claims.Informer().HasSynced, volumes.Informer().HasSynced,
+			classes.Informer().HasSynced, nodePools.Informer().HasSynced, nodeClasses.Informer().HasSynced,
 		},
 	}
 }
@@ -191,6 +238,34 @@ func (s *informerState) ListPodDisruptionBudgets(ctx context.Context) ([]*policy
 		return nil, err
 	}
 	return s.pdbs.List(labels.Everything())
+}
+
+func (s *informerState) ListNamespaces(ctx context.Context) ([]*corev1.Namespace, error) {
+	if err := s.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return s.namespaces.List(labels.Everything())
+}
+
+func (s *informerState) ListPersistentVolumeClaims(ctx context.Context) ([]*corev1.PersistentVolumeClaim, error) {
+	if err := s.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return s.claims.List(labels.Everything())
+}
+
+func (s *informerState) ListPersistentVolumes(ctx context.Context) ([]*corev1.PersistentVolume, error) {
+	if err := s.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return s.volumes.List(labels.Everything())
+}
+
+func (s *informerState) ListStorageClasses(ctx context.Context) ([]*storagev1.StorageClass, error) {
+	if err := s.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return s.classes.List(labels.Everything())
 }
 
 func (s *informerState) ListNodePools(ctx context.Context) ([]*unstructured.Unstructured, error) {

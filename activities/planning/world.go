@@ -43,6 +43,10 @@ type world struct {
 	batchInFlight []string
 
 	daemonSetPods []*corev1.Pod
+
+	// namespaces are the namespaces' labels; storage the pods' volumes.
+	namespaces map[string]map[string]string
+	storage    packer.Storage
 }
 
 // poolState is a usable NodePool with what the planner learned about it.
@@ -98,6 +102,9 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 	}
 
 	w := &world{now: p.clock.Now(), pools: map[string]*poolState{}}
+	if err := w.readNamespacesAndStorage(ctx, p.state); err != nil {
+		return nil, err
+	}
 	if err := w.usePools(ctx, p.instanceTypes, rawPools, rawClasses, req.UnavailableOfferings); err != nil {
 		return nil, err
 	}
@@ -222,6 +229,29 @@ func (w *world) usePools(ctx context.Context, source InstanceTypeSource, rawPool
 	return nil
 }
 
+// readNamespacesAndStorage reads what pod affinity's namespaceSelector and
+// the pods' volume topology need.
+func (w *world) readNamespacesAndStorage(ctx context.Context, state ClusterState) error {
+	namespaces, err := state.ListNamespaces(ctx)
+	if err != nil {
+		return err
+	}
+	w.namespaces = make(map[string]map[string]string, len(namespaces))
+	for _, ns := range namespaces {
+		w.namespaces[ns.Name] = ns.Labels
+	}
+	if w.storage.PersistentVolumeClaims, err = state.ListPersistentVolumeClaims(ctx); err != nil {
+		return err
+	}
+	if w.storage.PersistentVolumes, err = state.ListPersistentVolumes(ctx); err != nil {
+		return err
+	}
+	if w.storage.StorageClasses, err = state.ListStorageClasses(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
 func (w *world) skip(kind, name, reason string) {
 	w.skipped = append(w.skipped, activities.SkippedObject{Kind: kind, Name: name, Reason: reason})
 }
@@ -245,7 +275,22 @@ func sortedByName(objs []*unstructured.Unstructured) []*unstructured.Unstructure
 	return out
 }
 
-// poolRequirements drops minValues, which the packer does not model.
+// poolMinValues are the requirements' minValues by key (nil when none).
+func poolMinValues(np *apisv1.NodePool) map[string]int {
+	var out map[string]int
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.MinValues == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[r.Key] = max(out[r.Key], *r.MinValues)
+	}
+	return out
+}
+
+// poolRequirements are the requirements without minValues (see poolMinValues).
 func poolRequirements(np *apisv1.NodePool) []corev1.NodeSelectorRequirement {
 	reqs := np.Spec.Template.Spec.Requirements
 	out := make([]corev1.NodeSelectorRequirement, len(reqs))
@@ -311,7 +356,7 @@ func objectKey(obj metav1.Object) string { return obj.GetNamespace() + "/" + obj
 
 // packerInput is the packing problem of this pass.
 func (w *world) packerInput() packer.Input {
-	in := packer.Input{Pods: w.batch, DaemonSetPods: w.daemonSetPods}
+	in := packer.Input{Pods: w.batch, DaemonSetPods: w.daemonSetPods, Namespaces: w.namespaces, Storage: w.storage}
 	in.Nodes = append(append(in.Nodes, w.nodes...), w.inFlight...)
 	for _, name := range w.poolNames {
 		in.NodePools = append(in.NodePools, w.packerPool(name))
@@ -328,6 +373,7 @@ func (w *world) packerPool(name string) packer.NodePool {
 		Name:          name,
 		Weight:        ps.pool.WeightOrZero(),
 		Requirements:  poolRequirements(ps.pool),
+		MinValues:     poolMinValues(ps.pool),
 		Labels:        ps.pool.Spec.Template.Labels,
 		Taints:        ps.pool.Spec.Template.Spec.Taints,
 		StartupTaints: ps.pool.Spec.Template.Spec.StartupTaints,

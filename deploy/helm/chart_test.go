@@ -412,6 +412,9 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //   - daemonsets list/watch: per-node overhead (activities/planning).
 //   - poddisruptionbudgets list/watch: disruption candidates
 //     (activities/planning ComputeCommands).
+//   - namespaces, persistentvolumeclaims, persistentvolumes and
+//     storageclasses list/watch: namespaceSelector labels and volume
+//     topology (activities/planning).
 //   - nodepools/ec2nodeclasses get/list/watch: the dynamic informers and
 //     reads (worker/watch, activities/planning, activities/kube,
 //     activities/millwright).
@@ -424,6 +427,8 @@ var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces", "persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools", "ec2nodeclasses"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools/status", "ec2nodeclasses/status"}, Verbs: []string{"patch"}},
 }

@@ -24,6 +24,8 @@ type node struct {
 	classes  []int32              // distinct classes placed here
 	options  []candidate          // planned nodes: launch options, cheapest first
 	ports    hostPorts            // host ports bound by the node's pods
+	unmet    string               // planned nodes: the pool's minValues the options miss
+	sealed   bool                 // shed pods for minValues: takes no more
 }
 
 func (n *node) addClass(c int32) {
@@ -79,6 +81,7 @@ func (p *packer) buildClasses() {
 			p.classes = append(p.classes, &podClass{idx: ci, rep: pod, volumes: volumes[i]})
 		}
 		p.classes[ci].pods = append(p.classes[ci].pods, i)
+		p.classOf = append(p.classOf, int32(ci))
 	}
 	p.maskCache = map[string][]uint64{}
 	for _, c := range p.classes {

@@ -9,9 +9,87 @@ import (
 	"github.com/millwright/millwright/model/scheduling"
 )
 
-// finalize right-sizes every planned node (the cheapest launch in the same
-// pool and zone that still hosts its pods) and lists its launch options.
+// maxMinValuesRounds bounds how often nodes that miss their pool's
+// minValues are split and their pods planned again.
+const maxMinValuesRounds = 4
+
+// finalize right-sizes every planned node and lists its launch options;
+// nodes whose options miss their pool's minValues shed pods, which are
+// planned again, until every node meets them (or the pods are
+// unschedulable in that pool).
 func (p *packer) finalize() {
+	for round := 0; ; round++ {
+		failed := p.finalizeNodes()
+		if len(failed) == 0 {
+			return
+		}
+		for _, n := range failed {
+			p.shed(n, round >= maxMinValuesRounds)
+		}
+		p.run()
+	}
+}
+
+// shed takes pods off a node that misses its pool's minValues, last placed
+// first, until the rest meet them; the node then takes no more pods. A pod
+// that misses them alone (or every pod, when final) may not use the pool.
+func (p *packer) shed(n *node, final bool) {
+	pl := p.pools[p.pts[n.pt].pool]
+	for len(n.pods) > 0 {
+		last := n.pods[len(n.pods)-1]
+		c := p.classes[p.classOf[last]]
+		if len(n.pods) == 1 || final {
+			c.tol[pl.idx] = false
+			c.blocked = minValuesReason(pl.name, n.unmet)
+		}
+		p.unplace(n, last)
+		if !final && len(n.pods) > 0 {
+			if _, unmet := p.optionsWithMinValues(n, MaxInstanceTypeOptions); unmet == "" {
+				break
+			}
+		}
+	}
+	n.sealed = true
+	n.unmet = ""
+	if len(n.pods) == 0 {
+		u := pl.usage
+		u.used = u.used.Sub(p.pts[n.pt].it.Capacity)
+		u.nodes--
+	}
+}
+
+// unplace takes input pod i off planned node n and makes it pending again.
+func (p *packer) unplace(n *node, i int) {
+	c := p.classes[p.classOf[i]]
+	for j := len(n.pods) - 1; j >= 0; j-- {
+		if n.pods[j] == i {
+			n.pods = append(n.pods[:j], n.pods[j+1:]...)
+			break
+		}
+	}
+	for j := 0; j < c.next; j++ {
+		if c.pods[j] == i {
+			c.pods[j], c.pods[c.next-1] = c.pods[c.next-1], c.pods[j]
+			break
+		}
+	}
+	c.next--
+	n.podReq = n.podReq.Sub(c.req)
+	n.free = n.free.Add(c.req)
+	p.record(c, n.doms, -1, true)
+	n.classes, n.ports = n.classes[:0], nil
+	for _, pi := range n.pods {
+		ci := p.classOf[pi]
+		n.addClass(ci)
+		n.ports = append(n.ports, p.classes[ci].ports...)
+	}
+}
+
+// finalizeNodes right-sizes the planned nodes (the cheapest launch in the
+// same pool and zone that still hosts their pods), lists their launch
+// options and returns the nodes whose options miss their pool's minValues.
+func (p *packer) finalizeNodes() []*node {
+	var failed []*node
 	resizable := true
 	for _, k := range p.keys {
 		if !k.hostname && k.name != scheduling.LabelZone {
@@ -22,7 +100,12 @@ func (p *packer) finalize() {
 		if n.existing || len(n.pods) == 0 {
 			continue
 		}
-		opts := p.launchOptions(n, MaxInstanceTypeOptions)
+		opts, unmet := p.optionsWithMinValues(n, MaxInstanceTypeOptions)
+		if unmet != "" {
+			n.unmet = unmet
+			failed = append(failed, n)
+			continue
+		}
 		if len(opts) == 0 {
 			continue // cannot happen: the node's own launch always qualifies
 		}
@@ -34,6 +117,71 @@ func (p *packer) finalize() {
 		}
 		n.options = opts
 	}
+	return failed
+}
+
+// optionsWithMinValues is launchOptions, widened to span the pool's
+// minValues when the capacity-type rule's picks do not: first among the
+// preferred capacity type's launches, then among every capacity type's.
+// It returns the first unmet minValues ("" when met).
+func (p *packer) optionsWithMinValues(n *node, limit int) ([]candidate, string) {
+	mvs := p.pools[p.pts[n.pt].pool].mvs
+	if len(mvs) == 0 {
+		return p.launchOptions(n, limit), ""
+	}
+	preferred := p.launchOptions(n, len(p.pts))
+	opts, unmet := p.withMinValues(mvs, preferred, limit)
+	if unmet == "" {
+		return opts, ""
+	}
+	all := p.feasibleLaunches(n)
+	return p.withMinValues(mvs, all, limit)
+}
+
+// feasibleLaunches lists every launch in n's pool and zone, any capacity
+// type, that launchOptions' feasibility allows, cheapest first (spot first
+// on a tie).
+func (p *packer) feasibleLaunches(n *node) []candidate {
+	pl := p.pools[p.pts[n.pt].pool]
+	zone := p.zoneIdx[p.slotZone(n.slot)]
+	var out []candidate
+	for ci := range p.cts {
+		s := zone*len(p.cts) + ci
+		for _, pti := range p.byPrice[pl.idx][s] {
+			if p.launchFeasible(n, pti, s) {
+				out = append(out, candidate{pt: pti, slot: int32(s), price: p.pts[pti].price[s]})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+	return out
+}
+
+// launchFeasible reports whether launch (pti, s) suits every pod on n, fits
+// them after DaemonSets and stays within the pool's limits.
+func (p *packer) launchFeasible(n *node, pti int32, s int) bool {
+	cur := p.pts[n.pt]
+	pl := p.pools[cur.pool]
+	pt := p.pts[pti]
+	bit := uint64(1) << s
+	for _, ci := range n.classes {
+		if p.classes[ci].mask[pti]&bit == 0 {
+			return false
+		}
+	}
+	if !n.podReq.Fits(pt.alloc[s]) {
+		return false
+	}
+	if pl.hasLims && pti != int32(n.pt) {
+		u := pl.usage
+		capDelta := pt.it.Capacity.Sub(cur.it.Capacity)
+		for i, on := range u.limited {
+			if on && u.used[i]+capDelta[i] > u.limits[i] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // launchOptions lists the launches in n's pool and zone that suit every pod
@@ -41,31 +189,9 @@ func (p *packer) finalize() {
 // cheapest first, with the capacity-type rule applied across them (spot
 // preferred; spot priced above the cheapest on-demand option dropped).
 func (p *packer) launchOptions(n *node, limit int) []candidate {
-	cur := p.pts[n.pt]
-	pl := p.pools[cur.pool]
+	pl := p.pools[p.pts[n.pt].pool]
 	zone := p.slotZone(n.slot)
-	feasible := func(pti int32, s int) bool {
-		pt := p.pts[pti]
-		bit := uint64(1) << s
-		for _, ci := range n.classes {
-			if p.classes[ci].mask[pti]&bit == 0 {
-				return false
-			}
-		}
-		if !n.podReq.Fits(pt.alloc[s]) {
-			return false
-		}
-		if pl.hasLims && pti != int32(n.pt) {
-			u := pl.usage
-			capDelta := pt.it.Capacity.Sub(cur.it.Capacity)
-			for i, on := range u.limited {
-				if on && u.used[i]+capDelta[i] > u.limits[i] {
-					return false
-				}
-			}
-		}
-		return true
-	}
+	feasible := func(pti int32, s int) bool { return p.launchFeasible(n, pti, s) }
 	spotSlot := p.slotOf(zone, scheduling.CapacityTypeSpot)
 	var others []candidate // on-demand and any other capacity type
 	for ci, ct := range p.cts {

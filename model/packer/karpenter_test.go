@@ -528,3 +528,86 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 		},
 	})
 }
+
+func withMinValues(key string, n int) poolOption {
+	return func(np *packer.NodePool) {
+		if np.MinValues == nil {
+			np.MinValues = map[string]int{}
+		}
+		np.MinValues[key] = n
+	}
+}
+
+// optionTypes lists the distinct instance types of a node's options.
+func optionTypes(n *packer.NodePlan) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range n.Options {
+		out[o.InstanceType] = true
+	}
+	return out
+}
+
+// minValues on NodePool requirements (instance_selection_test "minValues").
+func TestKarpenterMinValues(t *testing.T) {
+	sizes := []*catalog.InstanceType{
+		withTypeLabels(instanceType("m.small", "amd64", everywhere(0.04, 0.10), "cpu", "2", "memory", "8Gi", "pods", "10"), scheduling.LabelInstanceFamily, "m"),
+		withTypeLabels(instanceType("m.medium", "amd64", everywhere(0.08, 0.20), "cpu", "4", "memory", "16Gi", "pods", "20"), scheduling.LabelInstanceFamily, "m"),
+		withTypeLabels(instanceType("c.large", "amd64", everywhere(0.15, 0.38), "cpu", "8", "memory", "16Gi", "pods", "40"), scheduling.LabelInstanceFamily, "c"),
+		withTypeLabels(instanceType("m.large", "amd64", everywhere(0.16, 0.40), "cpu", "8", "memory", "32Gi", "pods", "40"), scheduling.LabelInstanceFamily, "m"),
+	}
+	types := withPoolRequirement(scheduling.LabelInstanceType, corev1.NodeSelectorOpIn, "m.small", "m.medium", "c.large", "m.large")
+	runKarpenterCases(t, []karpenterCase{
+		{
+			// "should schedule respecting the minValues from instance-type requirements".
+			name: "options span minValues instance types",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", sizes, types, withMinValues(scheduling.LabelInstanceType, 3))},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi")}},
+			check: func(t *testing.T, v plan) {
+				if n := v.nodeOf["p"]; n == nil || len(optionTypes(n)) < 3 || n.InstanceType != "m.small" {
+					t.Fatalf("want m.small with >= 3 option types: %+v", v.r.NewNodes)
+				}
+			},
+		},
+		{
+			// "should schedule and respect multiple requirement keys with minValues".
+			name: "minValues on instance family",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", sizes, withMinValues("karpenter.k8s.aws/instance-family", 2))},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi")}},
+			check: func(t *testing.T, v plan) {
+				n := v.nodeOf["p"]
+				families := map[string]bool{}
+				for name := range optionTypes(n) {
+					families[name[:1]] = true
+				}
+				if len(families) < 2 {
+					t.Fatalf("option families %v, want 2", families)
+				}
+			},
+		},
+		{
+			// "schedule should fail if minimum number of InstanceTypes is not met as per the minValues in the requirement".
+			name: "a pod only one type can hold fails minValues 2",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", sizes, types, withMinValues(scheduling.LabelInstanceType, 2))},
+				Pods: []*corev1.Pod{pod("big", "7", "20Gi")}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "big", "minValues 2") },
+		},
+		{
+			// Millwright differs: Karpenter's scheduler stops adding pods to a claim
+			// before it drops below minValues; the packer packs, then sheds pods from
+			// a node whose options fall short and plans them again.
+			name: "a node too full for minValues is split",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", sizes, types, withMinValues(scheduling.LabelInstanceType, 2))},
+				Pods: pods(3, "p", "2500m", "2Gi")},
+			check: func(t *testing.T, v plan) {
+				if len(v.r.Unschedulable) > 0 {
+					t.Fatalf("all pods fit: %+v", summary(v.r))
+				}
+				for i := range v.r.NewNodes {
+					if got := optionTypes(&v.r.NewNodes[i]); len(got) < 2 {
+						t.Errorf("node %s options %v, want >= 2 types", v.r.NewNodes[i].Name, got)
+					}
+				}
+			},
+		},
+	})
+}

@@ -59,6 +59,7 @@ type packer struct {
 	maskCache map[string][]uint64 // compatibility masks by node requirements
 	builder   *groupBuilder
 	storage   *storageIndex
+	classOf   []int32 // per input pod: its class
 
 	minReq    scheduling.Resources // smallest cpu and memory request among active classes
 	candBuf   []scoredCandidate
@@ -101,6 +102,7 @@ func Pack(in Input) (Result, error) {
 }
 
 func (p *packer) run() {
+	p.demand = scheduling.Resources{}
 	for _, c := range p.classes {
 		if c.err == nil {
 			p.demand = p.demand.Add(c.req.Scale(int64(c.pending())))
@@ -187,7 +189,7 @@ func (p *packer) placeOnNodes(c *podClass) {
 		if c.pending() == 0 {
 			return
 		}
-		if !p.suits(c, n) {
+		if n.sealed || !p.suits(c, n) {
 			continue
 		}
 		k := resourceFit(c, &n.free, c.pending())

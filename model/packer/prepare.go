@@ -75,6 +75,7 @@ type pool struct {
 	usage   *usage
 	pts     []int // pool types, by instance type name
 	hasLims bool
+	mvs     []minValues
 }
 
 // poolType is an instance type as a pool may launch it.
@@ -122,6 +123,8 @@ type podClass struct {
 	baseMask []uint64
 	volumes  []volumeTopology // node requirements of the pods' volumes
 	ladder   []variant        // the variants left, next first
+
+	blocked string // why the class may not use some pools (minValues a pod alone cannot meet)
 
 	value float64 // worth of one pod, in $/h (LP duals), for node choice
 	bonus float64 // cheapest node that can host one pod alone (exclusive classes)
@@ -206,6 +209,10 @@ func (p *packer) buildPools() error {
 			}
 			reqs.Add(r)
 		}
+		mvs, err := poolMinValues(np)
+		if err != nil {
+			return fmt.Errorf("nodePools[%d] (%s): %w", i, np.Name, err)
+		}
 		u := &usage{nodesLimit: -1}
 		for _, name := range sortedResourceNames(np.Limits) {
 			q := np.Limits[name]
@@ -283,7 +290,7 @@ func (p *packer) buildPools() error {
 		}
 		for _, combo := range combos {
 			pl := &pool{idx: len(p.pools), spec: np, name: np.Name, weight: np.Weight, reqs: reqs,
-				taints: np.Taints, usage: u, hasLims: u.nodesLimit >= 0 || u.limited != [scheduling.MaxResources]bool{}}
+				taints: np.Taints, usage: u, hasLims: u.nodesLimit >= 0 || u.limited != [scheduling.MaxResources]bool{}, mvs: mvs}
 			pl.labels = map[string]string{}
 			for k, v := range labels {
 				pl.labels[k] = v

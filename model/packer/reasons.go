@@ -17,6 +17,9 @@ func (p *packer) diagnose(c *podClass) string {
 	if c.err != nil {
 		return "invalid pod: " + c.err.Error()
 	}
+	if c.blocked != "" {
+		return c.blocked
+	}
 	if len(c.alts) == 0 {
 		if len(c.volumes) > 0 {
 			if plain, err := scheduling.PodRequirements(c.rep); err == nil && len(plain) > 0 {

@@ -42,6 +42,12 @@ type NodePool struct {
 	// Requirements constrain the nodes' labels (instance type labels, zone,
 	// capacity type, custom labels). Alias keys are accepted.
 	Requirements []corev1.NodeSelectorRequirement
+	// MinValues, per requirement key (alias keys accepted), is the least
+	// number of distinct values of that key the launch options of each of
+	// the pool's nodes must span (a requirement's minValues). A node whose
+	// pods leave fewer is split, and a pod that alone leaves fewer is
+	// unschedulable in the pool.
+	MinValues map[string]int
 	// Labels are added to every node (the template's metadata.labels).
 	Labels map[string]string
 	// Taints must be tolerated by pods placed on the pool's nodes.

@@ -35,6 +35,9 @@ const maxViolations = 20
 //     their volumes' topology (bound PV node affinity, WaitForFirstConsumer
 //     allowedTopologies);
 //   - no two pods on a node (DaemonSet pods included) bind conflicting host ports;
+//   - each launch option is an available offering of the pool in the
+//     node's zone that holds the node's requests, the first is the chosen
+//     one, and the options span the pool's minValues;
 //   - NodePool limits hold;
 //   - in the final state, every pod carrying a DoNotSchedule topology spread
 //     constraint is in a domain at most maxSkew above the least-loaded
@@ -68,6 +71,7 @@ type verifier struct {
 	eligible   map[string][]string
 	launchList []launch
 	storage    *storageIndex
+	dsRequests map[string]scheduling.Resources
 }
 
 // nodeAffinity returns the pod's parsed nodeSelector and required node affinity.
@@ -244,6 +248,11 @@ func (v *verifier) run() {
 			v.fail("node %s (%s): pods and daemonsets request %s, more than allocatable %s (over on %v)",
 				plan.Name, it.Name, total, it.Allocatable, total.Exceeding(it.Allocatable))
 		}
+		podsTotal := scheduling.Resources{}
+		for _, p := range plan.Pods {
+			podsTotal = podsTotal.Add(v.requests(p))
+		}
+		v.checkOptions(plan, pool, vn, podsTotal)
 		v.checkPodsSuit(vn)
 	}
 
@@ -423,6 +432,98 @@ func (v *verifier) checkVolumes(p *corev1.Pod, vn *vnode) {
 			v.fail("pod %s on node %s: outside the topology of %s", podKey(p), vn.name, vt.source)
 		}
 	}
+}
+
+// checkOptions checks a new node's launch options: each is a type of the
+// pool with an available offering in the node's zone at its price that
+// fits the node's requests, the first is the chosen launch, and together
+// they span the pool's minValues.
+func (v *verifier) checkOptions(plan *NodePlan, pool *NodePool, vn *vnode, pods scheduling.Resources) {
+	if len(plan.Options) == 0 {
+		if len(pool.MinValues) > 0 {
+			v.fail("node %s: no launch options, but nodepool %s has minValues", plan.Name, pool.Name)
+		}
+		return
+	}
+	if o := plan.Options[0]; o.InstanceType != plan.InstanceType || o.CapacityType != plan.CapacityType {
+		v.fail("node %s: first option %s/%s is not the chosen launch %s/%s", plan.Name, o.InstanceType, o.CapacityType, plan.InstanceType, plan.CapacityType)
+	}
+	types := map[string]*catalog.InstanceType{}
+	for _, t := range pool.InstanceTypes {
+		types[t.Name] = t
+	}
+	values := map[string]map[string]bool{}
+	for _, o := range plan.Options {
+		it := types[o.InstanceType]
+		if it == nil {
+			v.fail("node %s: option %s is not an instance type of nodepool %s", plan.Name, o.InstanceType, pool.Name)
+			continue
+		}
+		offered := false
+		for _, off := range it.Offerings {
+			if off.Available && off.Zone == plan.Zone && off.CapacityType == o.CapacityType && math.Abs(off.Price-o.Price) < 1e-9 {
+				offered = true
+			}
+		}
+		if !offered {
+			v.fail("node %s: option %s has no available %s offering in %s at %v", plan.Name, o.InstanceType, o.CapacityType, plan.Zone, o.Price)
+		}
+		labels := scheduling.CanonicalLabels(it.Labels)
+		labels[scheduling.LabelInstanceType] = it.Name
+		if total := pods.Add(v.daemonSetRequests(pool, it, plan.Zone, o.CapacityType, vn)); !total.Fits(it.Allocatable) {
+			v.fail("node %s: option %s cannot hold the node's requests %s", plan.Name, o.InstanceType, total)
+		}
+		for k := range pool.MinValues {
+			ck := scheduling.CanonicalLabelKey(k)
+			if values[ck] == nil {
+				values[ck] = map[string]bool{}
+			}
+			if val, ok := labels[ck]; ok {
+				values[ck][val] = true
+			}
+		}
+	}
+	for k, min := range pool.MinValues {
+		if got := len(values[scheduling.CanonicalLabelKey(k)]); got < min {
+			v.fail("node %s: options span %d values of %s, nodepool %s requires minValues %d", plan.Name, got, k, pool.Name, min)
+		}
+	}
+}
+
+// daemonSetRequests is what the DaemonSets that would run on a node of the
+// pool, type, zone and capacity type request (cached per launch).
+func (v *verifier) daemonSetRequests(pool *NodePool, it *catalog.InstanceType, zone, ct string, vn *vnode) scheduling.Resources {
+	if len(v.in.DaemonSetPods) == 0 {
+		return scheduling.Resources{}
+	}
+	key := pool.Name + "|" + it.Name + "|" + zone + "|" + ct
+	if r, ok := v.dsRequests[key]; ok {
+		return r
+	}
+	l := map[string]string{}
+	for k, val := range pool.Labels {
+		l[k] = val
+	}
+	for k, val := range it.Labels {
+		l[k] = val
+	}
+	l[scheduling.LabelInstanceType] = it.Name
+	l[scheduling.LabelZone] = zone
+	l[scheduling.LabelCapacityType] = ct
+	l[scheduling.LabelNodePool] = pool.Name
+	l[scheduling.LabelHostname] = vn.name
+	node := &vnode{name: vn.name, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vn.name, Labels: scheduling.WithAliases(scheduling.CanonicalLabels(l))}}, taints: pool.Taints}
+	var r scheduling.Resources
+	for _, ds := range v.in.DaemonSetPods {
+		if v.suits(ds, node) == nil {
+			r = r.Add(v.requests(ds))
+		}
+	}
+	if v.dsRequests == nil {
+		v.dsRequests = map[string]scheduling.Resources{}
+	}
+	v.dsRequests[key] = r
+	return r
 }
 
 // checkHostPorts fails a node where two of its pods (DaemonSet pods

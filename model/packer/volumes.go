@@ -42,8 +42,9 @@ func newStorageIndex(s Storage) *storageIndex {
 	for _, v := range s.PersistentVolumes {
 		ix.pvs[v.Name] = v
 	}
-	sort.SliceStable(s.StorageClasses, func(i, j int) bool { return s.StorageClasses[i].Name < s.StorageClasses[j].Name })
-	for _, c := range s.StorageClasses {
+	classes := append([]*storagev1.StorageClass(nil), s.StorageClasses...)
+	sort.SliceStable(classes, func(i, j int) bool { return classes[i].Name < classes[j].Name })
+	for _, c := range classes {
 		ix.classes[c.Name] = c
 		if c.Annotations[defaultStorageClassAnnotation] == "true" && ix.deflt == nil {
 			ix.deflt = c

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
@@ -28,6 +29,14 @@ type File struct {
 	// Nodes is a Millwright extension: existing and in-flight nodes the
 	// plan may place pods on before launching new ones.
 	Nodes []Node `json:"nodes,omitempty"`
+	// Namespaces (extension) give namespace labels for pod affinity's
+	// namespaceSelector; a namespace not listed has no labels.
+	Namespaces []corev1.Namespace `json:"namespaces,omitempty"`
+	// PersistentVolumeClaims, PersistentVolumes and StorageClasses
+	// (extension) give the pods' volumes' topology.
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
+	PersistentVolumes      []corev1.PersistentVolume      `json:"persistentVolumes,omitempty"`
+	StorageClasses         []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 }
 
 // InstanceType is a launchable type with its offerings.
@@ -51,6 +60,9 @@ type NodePool struct {
 	Taints        []corev1.Taint                   `json:"taints,omitempty"`
 	StartupTaints []corev1.Taint                   `json:"startupTaints,omitempty"`
 	Limits        corev1.ResourceList              `json:"limits,omitempty"`
+	// MinValues (extension), per requirement key, is the least number of
+	// distinct values of the key each node's launch options must span.
+	MinValues map[string]int `json:"minValues,omitempty"`
 	// Used is what existing nodes already count against Limits (extension).
 	Used corev1.ResourceList `json:"used,omitempty"`
 }
@@ -140,8 +152,23 @@ func (w *File) PackerInput() (packer.Input, error) {
 		in.NodePools = append(in.NodePools, packer.NodePool{
 			Name: np.Name, Weight: np.Weight, Requirements: np.Requirements, Labels: np.Labels,
 			Taints: np.Taints, StartupTaints: np.StartupTaints, CapacityTypes: np.CapacityTypes,
-			Limits: np.Limits, Used: np.Used, InstanceTypes: types,
+			Limits: np.Limits, MinValues: np.MinValues, Used: np.Used, InstanceTypes: types,
 		})
+	}
+	if len(w.Namespaces) > 0 {
+		in.Namespaces = map[string]map[string]string{}
+		for _, ns := range w.Namespaces {
+			in.Namespaces[ns.Name] = ns.Labels
+		}
+	}
+	for i := range w.PersistentVolumeClaims {
+		in.Storage.PersistentVolumeClaims = append(in.Storage.PersistentVolumeClaims, &w.PersistentVolumeClaims[i])
+	}
+	for i := range w.PersistentVolumes {
+		in.Storage.PersistentVolumes = append(in.Storage.PersistentVolumes, &w.PersistentVolumes[i])
+	}
+	for i := range w.StorageClasses {
+		in.Storage.StorageClasses = append(in.Storage.StorageClasses, &w.StorageClasses[i])
 	}
 	for i := range w.DaemonSetPods {
 		in.DaemonSetPods = append(in.DaemonSetPods, &w.DaemonSetPods[i])

@@ -154,3 +154,47 @@ func TestScaled(t *testing.T) {
 		t.Fatalf("Truncated(1) has %d pods", len(got.Pods))
 	}
 }
+
+// The extensions for scheduling fidelity: namespaces' labels, the pods'
+// volumes and minValues reach the packer, which then honours them.
+func TestExtensionsReachThePacker(t *testing.T) {
+	const file = `{
+  "name": "extensions",
+  "instanceTypes": [
+    {"name": "m.small", "arch": "amd64", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "10"}, "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"},
+     "offerings": [{"zone": "a", "capacityType": "on-demand", "price": 0.1, "available": true}, {"zone": "b", "capacityType": "on-demand", "price": 0.2, "available": true}]},
+    {"name": "m.large", "arch": "amd64", "capacity": {"cpu": "8", "memory": "32Gi", "pods": "40"}, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "40"},
+     "offerings": [{"zone": "a", "capacityType": "on-demand", "price": 0.4, "available": true}, {"zone": "b", "capacityType": "on-demand", "price": 0.8, "available": true}]}
+  ],
+  "nodePools": [{"name": "default", "minValues": {"node.kubernetes.io/instance-type": 2}}],
+  "namespaces": [{"metadata": {"name": "payments", "labels": {"team": "a"}}}],
+  "persistentVolumeClaims": [{"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "pv-b"}}],
+  "persistentVolumes": [{"metadata": {"name": "pv-b"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+     {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}}],
+  "storageClasses": [{"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"}],
+  "pods": [{"metadata": {"name": "db", "namespace": "default"}, "spec": {
+     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}]
+}`
+	w, err := Decode(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := w.PackerInput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Namespaces["payments"]["team"] != "a" || len(in.Storage.PersistentVolumes) != 1 || in.NodePools[0].MinValues["node.kubernetes.io/instance-type"] != 2 {
+		t.Fatalf("extensions lost: %+v", in)
+	}
+	r, err := packer.Pack(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := packer.Verify(in, r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.NewNodes) != 1 || r.NewNodes[0].Zone != "b" || len(r.NewNodes[0].Options) != 2 {
+		t.Fatalf("want one node in zone b with 2 options: %+v", r)
+	}
+}
