@@ -333,17 +333,8 @@ func (p *InstanceTypeProvider) describeInstanceTypes(ctx context.Context) (map[s
 			if !ok {
 				continue
 			}
-			// Labels EC2's answer does not carry (network and EBS
-			// bandwidth, capability flex, GPU memory) come from the catalog.
 			if known, ok := p.opts.Catalog.Get(spec.Name); ok {
-				for k, v := range known.ExtraLabels {
-					if _, set := spec.ExtraLabels[k]; !set {
-						if spec.ExtraLabels == nil {
-							spec.ExtraLabels = map[string]string{}
-						}
-						spec.ExtraLabels[k] = v
-					}
-				}
+				FillLabels(&spec, known)
 			}
 			shapes[spec.Name] = spec
 			for _, class := range info.SupportedUsageClasses {
@@ -474,6 +465,20 @@ func SpecFromEC2(info *ec2types.InstanceTypeInfo) (catalog.InstanceTypeSpec, boo
 	spec.GPU = acceleratorOf(info)
 	spec.ExtraLabels = extraLabelsOf(info)
 	return spec, true
+}
+
+// FillLabels adds the labels EC2's answer does not carry (network
+// bandwidth, capability flex, GPU memory, and any other it left out) from
+// the catalog's row of the same type.
+func FillLabels(spec *catalog.InstanceTypeSpec, known catalog.InstanceTypeSpec) {
+	for k, v := range known.ExtraLabels {
+		if _, set := spec.ExtraLabels[k]; !set {
+			if spec.ExtraLabels == nil {
+				spec.ExtraLabels = map[string]string{}
+			}
+			spec.ExtraLabels[k] = v
+		}
+	}
 }
 
 // extraLabelsOf reads the Karpenter AWS labels EC2's answer carries: CPU

@@ -371,14 +371,7 @@ func (p *Provider) buildUserData(req activities.LaunchRequest, resolved *Resolve
 		ClusterDNS: p.cluster.ClusterDNS,
 		Custom:     custom,
 	}
-	if k := resolved.Spec.Kubelet; k != nil {
-		if k.MaxPods != nil {
-			doc.MaxPods = *k.MaxPods
-		}
-		if len(k.ClusterDNS) > 0 {
-			doc.ClusterDNS = k.ClusterDNS
-		}
-	}
+	applyKubelet(&doc, resolved.Spec.Kubelet)
 	encoded, err := doc.BuildBase64()
 	if userdata.IsInvalidUserData(err) {
 		return "", activities.NewInvalidNodeClassError(resolved.Name, "spec.userData", err.Error())

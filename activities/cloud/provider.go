@@ -160,7 +160,11 @@ func (p *Provider) InstanceTypesForNodeClass(ctx context.Context, nc *apisv1.EC2
 	if err != nil {
 		return nil, err
 	}
-	return p.InstanceTypes.ListInZones(ctx, resolved.Zones())
+	types, err := p.InstanceTypes.ListInZones(ctx, resolved.Zones())
+	if err != nil {
+		return nil, err
+	}
+	return p.withKubelet(ctx, nc, types)
 }
 
 // activityAttempt is the current activity attempt (1 outside an activity),

@@ -70,6 +70,16 @@ type AL2023 struct {
 	MaxPods int32
 	// ClusterDNS, when set, overrides the kubelet's clusterDNS.
 	ClusterDNS []string
+	// PodsPerCore, when positive, sets the kubelet's podsPerCore.
+	PodsPerCore int32
+	// KubeReserved, SystemReserved, EvictionHard, EvictionSoft and
+	// EvictionSoftGracePeriod, when set, go to the kubelet configuration
+	// under their KubeletConfiguration names; EvictionMaxPodGracePeriod
+	// when positive.
+	KubeReserved, SystemReserved map[string]string
+	EvictionHard, EvictionSoft   map[string]string
+	EvictionSoftGracePeriod      map[string]string
+	EvictionMaxPodGracePeriod    int32
 	// Custom is the EC2NodeClass's spec.userData: a MIME multi-part
 	// document, a NodeConfig YAML document, a shell script or cloud-config.
 	// Its parts come first so that Millwright's NodeConfig, merged last by
@@ -165,6 +175,20 @@ func (u AL2023) nodeConfig() ([]byte, error) {
 	}
 	if len(u.ClusterDNS) > 0 {
 		config["clusterDNS"] = u.ClusterDNS
+	}
+	if u.PodsPerCore > 0 {
+		config["podsPerCore"] = u.PodsPerCore
+	}
+	for key, m := range map[string]map[string]string{
+		"kubeReserved": u.KubeReserved, "systemReserved": u.SystemReserved,
+		"evictionHard": u.EvictionHard, "evictionSoft": u.EvictionSoft, "evictionSoftGracePeriod": u.EvictionSoftGracePeriod,
+	} {
+		if len(m) > 0 {
+			config[key] = m
+		}
+	}
+	if u.EvictionMaxPodGracePeriod > 0 {
+		config["evictionMaxPodGracePeriod"] = u.EvictionMaxPodGracePeriod
 	}
 	if len(config) > 0 {
 		doc.Spec.Kubelet.Config = config

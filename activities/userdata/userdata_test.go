@@ -217,3 +217,36 @@ func TestRawIsNotBase64Twice(t *testing.T) {
 		t.Fatalf("decoded userData does not start with MIME headers:\n%s", raw)
 	}
 }
+
+// Reserved resources and eviction thresholds reach the kubelet
+// configuration under their KubeletConfiguration names.
+func TestKubeletReservationsReachNodeadm(t *testing.T) {
+	u := baseUserData()
+	u.PodsPerCore = 4
+	u.KubeReserved = map[string]string{"cpu": "300m"}
+	u.SystemReserved = map[string]string{"memory": "512Mi"}
+	u.EvictionHard = map[string]string{"memory.available": "300Mi"}
+	u.EvictionSoft = map[string]string{"memory.available": "500Mi"}
+	u.EvictionSoftGracePeriod = map[string]string{"memory.available": "1m"}
+	u.EvictionMaxPodGracePeriod = 60
+	raw, err := u.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := nodeadm.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfg.Reservations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PodsPerCore == nil || *r.PodsPerCore != 4 || r.KubeReserved["cpu"] != "300m" || r.SystemReserved["memory"] != "512Mi" ||
+		r.EvictionHard["memory.available"] != "300Mi" || r.EvictionSoft["memory.available"] != "500Mi" {
+		t.Errorf("reservations = %+v", r)
+	}
+	grace, _ := cfg.Kubelet.Config["evictionSoftGracePeriod"].(map[string]any)
+	if grace["memory.available"] != "1m" || cfg.Kubelet.Config["evictionMaxPodGracePeriod"] != float64(60) {
+		t.Errorf("kubelet config = %v", cfg.Kubelet.Config)
+	}
+}

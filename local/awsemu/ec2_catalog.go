@@ -8,6 +8,7 @@ import (
 
 	"github.com/millwright/millwright/local/awsemu/ec2query"
 	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/scheduling"
 )
 
 // Handlers that describe what the account can launch: zones, instance types,
@@ -227,6 +228,16 @@ func instanceTypeInfo(it catalog.InstanceTypeSpec) xmlInstanceTypeInfo {
 	} else {
 		info.ProcessorInfo.Manufacturer = "Intel"
 	}
+	// The catalog's facts, where it has them (Karpenter's labels).
+	if m, ok := cpuManufacturers[it.ExtraLabels[scheduling.LabelInstanceCPUManufacturer]]; ok {
+		info.ProcessorInfo.Manufacturer = m
+	}
+	if mhz, err := strconv.Atoi(it.ExtraLabels[scheduling.LabelInstanceCPUSustainedClockSpeedMhz]); err == nil {
+		info.ProcessorInfo.SustainedClockSpeedInGhz = float64(mhz) / 1000
+	}
+	if v, err := strconv.ParseBool(it.ExtraLabels[scheduling.LabelInstanceEncryptionInTransitSupported]); err == nil {
+		info.NetworkInfo.EncryptionInTransitSupported = v
+	}
 	if g := it.GPU; g.Count > 0 {
 		const perDeviceMiB = 16384 // the catalog has no GPU memory; a constant keeps shapes valid
 		if g.Resource == "aws.amazon.com/neuron" {
@@ -243,6 +254,9 @@ func instanceTypeInfo(it catalog.InstanceTypeSpec) xmlInstanceTypeInfo {
 	}
 	return info
 }
+
+// cpuManufacturers are EC2's spellings of the catalog's label values.
+var cpuManufacturers = map[string]string{"intel": "Intel", "amd": "AMD", "aws": "AWS", "apple": "Apple"}
 
 func neuronDeviceName(n string) string {
 	switch n {

@@ -48,6 +48,23 @@ func NodeResources(it catalog.InstanceTypeSpec, maxPods int) (capacity, allocata
 	return it.Capacity().ResourceList(), it.Allocatable().ResourceList()
 }
 
+// KubeletNodeResources is what a kubelet with max pods and the reserved and
+// eviction settings of its configuration reports: pods capped by
+// podsPerCore, allocatable less kube-reserved (nodeadm's defaults for the
+// keys not set), system-reserved and the hard eviction thresholds (soft
+// thresholds do not lower the kubelet's allocatable).
+func KubeletNodeResources(it catalog.InstanceTypeSpec, maxPods int, r nodeadm.KubeletReservations) (capacity, allocatable corev1.ResourceList, err error) {
+	it.MaxPods = maxPods
+	c, a, err := it.KubeletAllocatable(&catalog.KubeletSettings{
+		PodsPerCore: r.PodsPerCore, KubeReserved: r.KubeReserved, SystemReserved: r.SystemReserved,
+		EvictionHard: r.EvictionHard, EvictionSoft: r.EvictionSoft,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubelet config: %w", err)
+	}
+	return c.ResourceList(), a.ResourceList(), nil
+}
+
 // nodeForInstanceLocked builds the Node a kubelet on inst would register,
 // reading the labels, taints and max pods its userData asks for.
 func (e *Emulator) nodeForInstanceLocked(inst *instance) (*corev1.Node, error) {
@@ -97,6 +114,7 @@ func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
 	}
 	var taints []corev1.Taint
 	maxPods := s.spec.MaxPods
+	var reserved nodeadm.KubeletReservations
 	if cfg != nil {
 		extra, err := cfg.Labels()
 		if err != nil {
@@ -113,11 +131,17 @@ func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
 		} else if ok {
 			maxPods = n
 		}
+		if reserved, err = cfg.Reservations(); err != nil {
+			return nil, err
+		}
 	}
 	if maxPods <= 0 {
 		maxPods = 110
 	}
-	capacity, allocatable := NodeResources(s.spec, maxPods)
+	capacity, allocatable, err := KubeletNodeResources(s.spec, maxPods, reserved)
+	if err != nil {
+		return nil, err
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   s.name,

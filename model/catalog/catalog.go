@@ -147,6 +147,9 @@ func (c *Catalog) AddLabels(data []byte) error {
 		if !ok {
 			return fmt.Errorf("parsing instance-type labels: instanceTypes[%q] is not in the catalog", name)
 		}
+		if len(labels) == 0 {
+			continue
+		}
 		extra := make(map[string]string, len(labels))
 		for k, v := range labels {
 			extra[labelDomain+k] = v

@@ -331,3 +331,51 @@ func (c *NodeConfig) MaxPods() (int, bool, error) {
 	}
 	return int(f), true, nil
 }
+
+// Reserved and eviction settings of the kubelet configuration, as the
+// kubelet reads them.
+type KubeletReservations struct {
+	PodsPerCore    *int32
+	KubeReserved   map[string]string
+	SystemReserved map[string]string
+	EvictionHard   map[string]string
+	EvictionSoft   map[string]string
+}
+
+// Reservations returns kubelet config podsPerCore, kubeReserved,
+// systemReserved, evictionHard and evictionSoft; a malformed one is an
+// error naming it, as kubelet would refuse to start.
+func (c *NodeConfig) Reservations() (KubeletReservations, error) {
+	var r KubeletReservations
+	if raw, ok := c.Kubelet.Config["podsPerCore"]; ok {
+		f, ok := raw.(float64)
+		if !ok || f < 0 || f != float64(int32(f)) {
+			return r, fmt.Errorf("kubelet config podsPerCore %v is not a non-negative integer", raw)
+		}
+		n := int32(f)
+		r.PodsPerCore = &n
+	}
+	for _, m := range []struct {
+		key string
+		dst *map[string]string
+	}{{"kubeReserved", &r.KubeReserved}, {"systemReserved", &r.SystemReserved}, {"evictionHard", &r.EvictionHard}, {"evictionSoft", &r.EvictionSoft}} {
+		raw, ok := c.Kubelet.Config[m.key]
+		if !ok {
+			continue
+		}
+		obj, ok := raw.(map[string]any)
+		if !ok {
+			return r, fmt.Errorf("kubelet config %s: want a map of strings, got %T", m.key, raw)
+		}
+		out := map[string]string{}
+		for k, v := range obj {
+			s, ok := v.(string)
+			if !ok {
+				return r, fmt.Errorf("kubelet config %s[%s]: want a string, got %T", m.key, k, v)
+			}
+			out[k] = s
+		}
+		*m.dst = out
+	}
+	return r, nil
+}
