@@ -214,24 +214,29 @@ func withPreferredNodeAffinity(weight int32, reqs ...corev1.NodeSelectorRequirem
 }
 
 func withPreferredAffinity(weight int32, key string, selector map[string]string) podOption {
-	return func(p *corev1.Pod) {
-		a := affinityOf(p)
-		if a.PodAffinity == nil {
-			a.PodAffinity = &corev1.PodAffinity{}
-		}
-		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}})
-	}
+	return withPreferredPodTerm(false, weight, key, selector)
 }
 
 func withPreferredAntiAffinity(weight int32, key string, selector map[string]string) podOption {
+	return withPreferredPodTerm(true, weight, key, selector)
+}
+
+// withPreferredPodTerm adds a preferred pod affinity (or anti-affinity) term.
+func withPreferredPodTerm(anti bool, weight int32, key string, selector map[string]string) podOption {
 	return func(p *corev1.Pod) {
 		a := affinityOf(p)
-		if a.PodAntiAffinity == nil {
-			a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		term := corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}
+		if anti {
+			if a.PodAntiAffinity == nil {
+				a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+			}
+			a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, term)
+			return
 		}
-		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}})
+		if a.PodAffinity == nil {
+			a.PodAffinity = &corev1.PodAffinity{}
+		}
+		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, term)
 	}
 }
 

@@ -13,16 +13,16 @@ import (
 	"github.com/millwright/millwright/model/scheduling"
 )
 
-// karpenterCase is one behaviour of Karpenter's scheduler, ported from its
-// tests (named in each case's comment), checked on the packer's plan after
-// Verify accepted it.
-type karpenterCase struct {
+// packCase is one planning behaviour (for Karpenter's, ported from its
+// tests, the test is named in the case's comment), checked on the packer's
+// plan after Verify accepted it.
+type packCase struct {
 	name  string
 	in    packer.Input
 	check func(t *testing.T, v plan)
 }
 
-func runKarpenterCases(t *testing.T, cases []karpenterCase) {
+func runPackCases(t *testing.T, cases []packCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestKarpenterInstanceTypeLabels(t *testing.T) {
 	amd := withTypeLabels(instanceType("a.large", "amd64", everywhere(0.03, 0.07), "cpu", "2", "memory", "4Gi", "pods", "10"),
 		scheduling.LabelInstanceCPUManufacturer, "amd")
 	types := []*catalog.InstanceType{plain, nvme, amd}
-	runKarpenterCases(t, []karpenterCase{
+	runPackCases(t, []packCase{
 		{
 			// karpenter-provider-aws docs "instance store" example; Karpenter's
 			// suite_test "should not schedule if requirement on undefined label".
@@ -108,6 +108,46 @@ func TestKarpenterInstanceTypeLabels(t *testing.T) {
 				withPoolRequirement(scheduling.LabelInstanceLocalNVME, corev1.NodeSelectorOpExists))},
 				Pods: []*corev1.Pod{pod("p", "1", "1Gi")}},
 			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "") },
+		},
+		{
+			// suite_test "should not schedule pods that have node selectors with restricted domains".
+			name: "pod nodeSelector on a restricted-domain key nothing sets",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", types)},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeSelector("kubernetes.io/team", "a"))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "nodeSelector kubernetes.io/team=a") },
+		},
+		{
+			// suite_test "should schedule pods that have node selectors with NotIn operator and undefined key".
+			name: "NotIn on an undefined key schedules",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", types)},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeAffinity([]corev1.NodeSelectorRequirement{{Key: "example.com/undefined", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"x"}}}))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "c.large") },
+		},
+		{
+			// suite_test "should not schedule pods that have node selectors with Exists operator and undefined key".
+			name: "Exists on an undefined key does not schedule",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", types)},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeAffinity([]corev1.NodeSelectorRequirement{{Key: "example.com/undefined", Operator: corev1.NodeSelectorOpExists}}))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "example.com/undefined") },
+		},
+		{
+			// suite_test "should schedule pods that with DoesNotExists operator and undefined key".
+			name: "DoesNotExist on an undefined key schedules",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", types)},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeAffinity([]corev1.NodeSelectorRequirement{{Key: "example.com/undefined", Operator: corev1.NodeSelectorOpDoesNotExist}}))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "c.large") },
+		},
+		{
+			// suite_test "should schedule pods that have matching requirements" on a NodePool custom label:
+			// the pool's single-valued custom requirement becomes the node's label.
+			name: "a NodePool's custom requirement labels its nodes for pods selecting it",
+			in: packer.Input{NodePools: []packer.NodePool{nodePool("default", types, withPoolRequirement("example.com/team", corev1.NodeSelectorOpIn, "a"))},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withNodeSelector("example.com/team", "a"))}},
+			check: func(t *testing.T, v plan) {
+				if n := v.nodeOf["p"]; n == nil || n.Labels["example.com/team"] != "a" {
+					t.Fatalf("want a node labelled team=a: %+v", summary(v.r))
+				}
+			},
 		},
 	})
 }
@@ -152,7 +192,7 @@ func TestKarpenterPreferences(t *testing.T) {
 	app := map[string]string{"app": "web"}
 	threeAnti := pods(3, "anti", "100m", "100Mi", withLabel("app", "web"), withPreferredAntiAffinity(10, scheduling.LabelHostname, app))
 	threeSpread := pods(3, "spread", "100m", "100Mi", withLabel("app", "web"), withSpread(scheduling.LabelHostname, 1, corev1.ScheduleAnyway, app))
-	runKarpenterCases(t, []karpenterCase{
+	runPackCases(t, []packCase{
 		{
 			// suite_test "Preferential Fallback": "should schedule compatible preferences and requirements with Operator=In".
 			name: "satisfiable preferred zone is chosen over the cheapest",
@@ -327,7 +367,7 @@ func TestKarpenterTopology(t *testing.T) {
 			}
 		}
 	}
-	runKarpenterCases(t, []karpenterCase{
+	runPackCases(t, []packCase{
 		{
 			// topology_test "should limit spread options by required node affinity".
 			name:  "the pod's own zone affinity narrows its spread domains",
@@ -468,7 +508,7 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 		},
 		StorageClasses: []*storagev1.StorageClass{class("gp3", wffc, "zone-c"), class("fast", immediate, "zone-a")},
 	}
-	runKarpenterCases(t, []karpenterCase{
+	runPackCases(t, []packCase{
 		{
 			// suite_test "should launch nodes for pods with bound persistent volumes in the volume's zone"
 			// (aws/karpenter-provider-aws#1011).
@@ -556,7 +596,7 @@ func TestKarpenterMinValues(t *testing.T) {
 		withTypeLabels(instanceType("m.large", "amd64", everywhere(0.16, 0.40), "cpu", "8", "memory", "32Gi", "pods", "40"), scheduling.LabelInstanceFamily, "m"),
 	}
 	types := withPoolRequirement(scheduling.LabelInstanceType, corev1.NodeSelectorOpIn, "m.small", "m.medium", "c.large", "m.large")
-	runKarpenterCases(t, []karpenterCase{
+	runPackCases(t, []packCase{
 		{
 			// "should schedule respecting the minValues from instance-type requirements".
 			name: "options span minValues instance types",

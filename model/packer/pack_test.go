@@ -40,11 +40,7 @@ func TestPack(t *testing.T) {
 	cat := smallCatalog()
 	gpuTaint := withTaint("nvidia.com/gpu", "true")
 	ds := func(cpu string, opts ...podOption) *corev1.Pod { return pod("ds", cpu, "100Mi", opts...) }
-	tests := []struct {
-		name  string
-		in    packer.Input
-		check func(t *testing.T, v plan)
-	}{
+	tests := []packCase{
 		{
 			name: "cheapest type that fits, spot",
 			in:   packer.Input{NodePools: []packer.NodePool{nodePool("default", cat)}, Pods: pods(3, "web", "500m", "1Gi")},
@@ -401,18 +397,7 @@ func TestPack(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r, err := packer.Pack(tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := packer.Verify(tc.in, r); err != nil {
-				t.Fatalf("plan fails verification: %v\nplan: %+v", err, summary(r))
-			}
-			tc.check(t, view(r))
-		})
-	}
+	runPackCases(t, tests)
 }
 
 func TestInvalidInput(t *testing.T) {

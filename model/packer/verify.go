@@ -500,19 +500,7 @@ func (v *verifier) daemonSetRequests(pool *NodePool, it *catalog.InstanceType, z
 	if r, ok := v.dsRequests[key]; ok {
 		return r
 	}
-	l := map[string]string{}
-	for k, val := range pool.Labels {
-		l[k] = val
-	}
-	for k, val := range it.Labels {
-		l[k] = val
-	}
-	l[scheduling.LabelInstanceType] = it.Name
-	l[scheduling.LabelZone] = zone
-	l[scheduling.LabelCapacityType] = ct
-	l[scheduling.LabelNodePool] = pool.Name
-	l[scheduling.LabelHostname] = vn.name
-	node := &vnode{name: vn.name, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vn.name, Labels: scheduling.WithAliases(scheduling.CanonicalLabels(l))}}, taints: pool.Taints}
+	node := &vnode{name: vn.name, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vn.name, Labels: launchLabels(pool, it, zone, ct, vn.name)}}, taints: pool.Taints}
 	var r scheduling.Resources
 	for _, ds := range v.in.DaemonSetPods {
 		if v.suits(ds, node) == nil {
@@ -798,6 +786,25 @@ func (v *verifier) eligibleDomains(p *corev1.Pod, key string, nodes []*vnode, ig
 	return out
 }
 
+// launchLabels are the labels of a node of pool and it launched in zone at
+// capacity type ct, named host (canonical keys and their aliases).
+func launchLabels(pool *NodePool, it *catalog.InstanceType, zone, ct, host string) map[string]string {
+	l := map[string]string{}
+	for k, val := range pool.Labels {
+		l[k] = val
+	}
+	for k, val := range it.Labels {
+		l[k] = val
+	}
+	l = scheduling.CanonicalLabels(l)
+	l[scheduling.LabelInstanceType] = it.Name
+	l[scheduling.LabelZone] = zone
+	l[scheduling.LabelCapacityType] = ct
+	l[scheduling.LabelNodePool] = pool.Name
+	l[scheduling.LabelHostname] = host
+	return scheduling.WithAliases(l)
+}
+
 // launch is a node every NodePool could launch: a type at an available offering.
 type launch struct {
 	pool *NodePool
@@ -819,18 +826,7 @@ func (v *verifier) launches() []launch {
 				if !o.Available || (len(pool.CapacityTypes) > 0 && !contains(pool.CapacityTypes, o.CapacityType)) {
 					continue
 				}
-				l := map[string]string{}
-				for k, val := range pool.Labels {
-					l[k] = val
-				}
-				for k, val := range it.Labels {
-					l[k] = val
-				}
-				l[scheduling.LabelZone] = o.Zone
-				l[scheduling.LabelCapacityType] = o.CapacityType
-				l[scheduling.LabelNodePool] = pool.Name
-				l[scheduling.LabelHostname] = hostnamePlaceholder
-				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: scheduling.WithAliases(l)}}
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: launchLabels(pool, it, o.Zone, o.CapacityType, hostnamePlaceholder)}}
 				if v.matchesPoolRequirements(pool, node) {
 					v.launchList = append(v.launchList, launch{pool: pool, it: it, node: node})
 				}
