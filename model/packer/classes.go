@@ -66,10 +66,16 @@ func (p *packer) buildClasses() {
 	var sb strings.Builder
 	p.storage = newStorageIndex(p.in.Storage)
 	volumes := map[int][]volumeTopology{}
+	volumeErrs := map[int]error{}
 	for i, pod := range p.in.Pods {
 		k := classKey(pod, &sb)
 		if len(pod.Spec.Volumes) > 0 {
-			if vts := p.storage.podVolumeTopology(pod); len(vts) > 0 {
+			vts, err := p.storage.podVolumeTopology(pod)
+			switch {
+			case err != nil:
+				volumeErrs[i] = err
+				k += "\x00" + err.Error()
+			case len(vts) > 0:
 				volumes[i] = vts
 				k += "\x00" + volumeKey(vts)
 			}
@@ -78,13 +84,16 @@ func (p *packer) buildClasses() {
 		if !ok {
 			ci = len(p.classes)
 			index[k] = ci
-			p.classes = append(p.classes, &podClass{idx: ci, rep: pod, volumes: volumes[i]})
+			p.classes = append(p.classes, &podClass{idx: ci, rep: pod, volumes: volumes[i], err: volumeErrs[i]})
 		}
 		p.classes[ci].pods = append(p.classes[ci].pods, i)
 		p.classOf = append(p.classOf, int32(ci))
 	}
 	p.maskCache = map[string][]uint64{}
 	for _, c := range p.classes {
+		if c.err != nil {
+			continue
+		}
 		req, err := scheduling.EffectiveRequests(c.rep)
 		if err != nil {
 			c.err = err

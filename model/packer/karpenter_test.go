@@ -557,6 +557,34 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "volume topology") },
 		},
 		{
+			// provisioning suite_test "should not schedule if invalid pvc".
+			name: "a claim that does not exist keeps the pod pending",
+			in:   packer.Input{NodePools: []packer.NodePool{def}, Storage: storage, Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("missing")), pod("ok", "1", "1Gi")}},
+			check: func(t *testing.T, v plan) {
+				wantUnschedulable(t, v, "p", "persistentvolumeclaim default/missing does not exist")
+				wantType(t, v, "ok", "a.small") // "should schedule valid pods when a pod with an invalid pvc is encountered"
+			},
+		},
+		{
+			// provisioning suite_test "should not schedule with a missing storage class if the pvc is not bound".
+			name: "an unbound claim whose storage class is missing keeps the pod pending",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: packer.Storage{PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{claim("orphan", "", &fast)}},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("orphan"))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "storageclass fast of the unbound claim does not exist") },
+		},
+		{
+			// provisioning suite_test "should schedule with a missing storage class if the pvc is bound".
+			name: "a bound claim needs no storage class",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: packer.Storage{
+				PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{claim("bound-b", "pv-b", &fast)}, PersistentVolumes: storage.PersistentVolumes},
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("bound-b"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-b" {
+					t.Fatalf("zone %v, want zone-b", z)
+				}
+			},
+		},
+		{
 			name: "pods of one spec with different volumes are planned apart",
 			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: storage,
 				Pods: []*corev1.Pod{pod("b", "100m", "100Mi", withClaim("bound-b")), pod("c", "100m", "100Mi", withClaim("bound-c"))}},

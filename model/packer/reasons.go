@@ -1,6 +1,7 @@
 package packer
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,10 @@ import (
 // offerings, resources, limits, topology.
 func (p *packer) diagnose(c *podClass) string {
 	if c.err != nil {
+		var ve *volumeError
+		if errors.As(c.err, &ve) {
+			return ve.Error()
+		}
 		return "invalid pod: " + c.err.Error()
 	}
 	if c.blocked != "" {

@@ -422,7 +422,12 @@ func (v *verifier) checkVolumes(p *corev1.Pod, vn *vnode) {
 	if v.storage == nil {
 		v.storage = newStorageIndex(v.in.Storage)
 	}
-	for _, vt := range v.storage.podVolumeTopology(p) {
+	vts, err := v.storage.podVolumeTopology(p)
+	if err != nil {
+		v.fail("pod %s on node %s: %v", podKey(p), vn.name, err)
+		return
+	}
+	for _, vt := range vts {
 		sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: vt.terms})
 		if err != nil {
 			v.fail("pod %s: %s: %v", podKey(p), vt.source, err)

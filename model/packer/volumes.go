@@ -60,10 +60,18 @@ type volumeTopology struct {
 	terms  []corev1.NodeSelectorTerm
 }
 
-// podVolumeTopology lists the topology each of the pod's claims imposes.
-// Claims or volumes that are missing impose nothing (the kube-scheduler
-// will wait for them; the packer has nothing to go on).
-func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) []volumeTopology {
+// volumeError says a pod cannot be scheduled until its storage exists
+// (Karpenter's "should not schedule if invalid pvc" and missing or empty
+// storage class of an unbound claim).
+type volumeError struct{ msg string }
+
+func (e *volumeError) Error() string { return e.msg }
+
+// podVolumeTopology lists the topology each of the pod's claims imposes,
+// or why the pod cannot be scheduled yet: a claim that does not exist, or
+// an unbound claim whose storage class is missing. A bound claim whose
+// volume is not known imposes nothing.
+func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) ([]volumeTopology, error) {
 	var out []volumeTopology
 	for _, v := range pod.Spec.Volumes {
 		var claimName, className string
@@ -80,6 +88,9 @@ func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) []volumeTopology {
 			continue
 		}
 		pvc := ix.pvcs[namespaceOf(pod)+"/"+claimName]
+		if pvc == nil && v.PersistentVolumeClaim != nil {
+			return nil, &volumeError{fmt.Sprintf("volume %s: persistentvolumeclaim %s/%s does not exist", v.Name, namespaceOf(pod), claimName)}
+		}
 		if pvc != nil {
 			if pvc.Spec.VolumeName != "" {
 				pv := ix.pvs[pvc.Spec.VolumeName]
@@ -96,7 +107,14 @@ func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) []volumeTopology {
 		if className == "" {
 			sc = ix.deflt
 		}
-		if sc == nil || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || len(sc.AllowedTopologies) == 0 {
+		if sc == nil {
+			name := className
+			if name == "" {
+				name = "(default)"
+			}
+			return nil, &volumeError{fmt.Sprintf("volume %s: storageclass %s of the unbound claim does not exist", v.Name, name)}
+		}
+		if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || len(sc.AllowedTopologies) == 0 {
 			continue
 		}
 		var terms []corev1.NodeSelectorTerm
@@ -109,7 +127,7 @@ func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) []volumeTopology {
 		}
 		out = append(out, volumeTopology{source: "storageclass " + sc.Name + " allowedTopologies", terms: terms})
 	}
-	return out
+	return out, nil
 }
 
 // key identifies the topologies for class grouping.
