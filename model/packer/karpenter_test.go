@@ -570,7 +570,9 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 			name: "an unbound claim whose storage class is missing keeps the pod pending",
 			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: packer.Storage{PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{claim("orphan", "", &fast)}},
 				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("orphan"))}},
-			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "storageclass fast of the unbound claim does not exist") },
+			check: func(t *testing.T, v plan) {
+				wantUnschedulable(t, v, "p", "storageclass fast of the unbound claim does not exist")
+			},
 		},
 		{
 			// provisioning suite_test "should schedule with a missing storage class if the pvc is bound".
