@@ -420,8 +420,9 @@ func (p *packer) newNode(seed *podClass) bool {
 	p.refreshValues(false)
 	p.activeList = p.activeList[:0]
 	p.minReq[scheduling.IndexCPU], p.minReq[scheduling.IndexMemory] = math.MaxInt64, math.MaxInt64
+	waiting := p.groupsAwaitingPinned()
 	for _, c := range p.fillOrder {
-		if c.pending() > 0 && c != seed {
+		if c.pending() > 0 && c != seed && (waiting == nil || !c.ownsAny(waiting)) {
 			p.activeList = append(p.activeList, c)
 			p.minReq[scheduling.IndexCPU] = min(p.minReq[scheduling.IndexCPU], c.req[scheduling.IndexCPU])
 			p.minReq[scheduling.IndexMemory] = min(p.minReq[scheduling.IndexMemory], c.req[scheduling.IndexMemory])
@@ -469,6 +470,39 @@ func (p *packer) newNode(seed *podClass) bool {
 			h.push(c)
 		}
 		p.parked = parked[:0]
+	}
+	return false
+}
+
+// groupsAwaitingPinned marks the spread groups that pinned classes with
+// pods still pending count for (nil when none): their owners must not be
+// placed by a fill before those pods land, or the pinned pods could skew
+// the owners' domains afterwards (pinned classes go first, but a fill of
+// a pinned seed's node would otherwise take owners along).
+func (p *packer) groupsAwaitingPinned() []bool {
+	var out []bool
+	for _, c := range p.classes {
+		if !c.pinned || c.err != nil || c.pending() == 0 {
+			continue
+		}
+		for _, r := range c.rules {
+			if r.pinned {
+				if out == nil {
+					out = make([]bool, len(p.groups))
+				}
+				out[r.g] = true
+			}
+		}
+	}
+	return out
+}
+
+// ownsAny reports whether the class owns one of the marked groups.
+func (c *podClass) ownsAny(marked []bool) bool {
+	for _, r := range c.rules {
+		if r.owner && marked[r.g] {
+			return true
+		}
 	}
 	return false
 }

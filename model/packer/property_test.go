@@ -23,7 +23,7 @@ func TestRandomWorkloadsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := base.NodePools[0].InstanceTypes
-	for seed := uint64(1); seed <= 6; seed++ {
+	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			in := randomWorkload(rand.New(rand.NewPCG(seed, 42)), base, types)
 			r, err := packer.Pack(in)
@@ -53,6 +53,9 @@ func randomWorkload(rng *rand.Rand, base packer.Input, types []*catalog.Instance
 			withPoolRequirement("karpenter.k8s.aws/instance-generation", "Gt", "6"), withLimit("cpu", "64")),
 	}
 	if rng.IntN(2) == 0 {
+		in.NodePools[0].MinValues = map[string]int{scheduling.LabelInstanceType: 5}
+	}
+	if rng.IntN(2) == 0 {
 		in.DaemonSetPods = []*corev1.Pod{pod("ds-agent", "100m", "128Mi", withToleration("nvidia.com/gpu")), pod("ds-arm", "200m", "256Mi", withNodeSelector("kubernetes.io/arch", "arm64"))}
 	}
 	cpus := []string{"100m", "250m", "500m", "1", "1500m", "2", "4"}
@@ -69,7 +72,7 @@ func randomWorkload(rng *rand.Rand, base packer.Input, types []*catalog.Instance
 	for g := 0; g < 24; g++ {
 		count := 1 + rng.IntN(20)
 		label := withLabel("grp", letters[rng.IntN(len(letters))])
-		switch rng.IntN(11) {
+		switch rng.IntN(15) {
 		case 0:
 			add(count, label)
 		case 1:
@@ -92,6 +95,16 @@ func randomWorkload(rng *rand.Rand, base packer.Input, types []*catalog.Instance
 			add(count, label, withNodeSelector("karpenter.sh/capacity-type", "on-demand"))
 		case 9:
 			add(count, label, withSpread(scheduling.LabelZone, 2, corev1.ScheduleAnyway, map[string]string{"grp": letters[rng.IntN(len(letters))]}))
+		case 10:
+			add(count, label, withPreferredNodeAffinity(10, inZones([]string{"us-east-1a", "us-east-1b", "us-east-1f"}[rng.IntN(3)])))
+		case 11:
+			key := fmt.Sprintf("pref-anti-%d", g)
+			add(count, withLabel("anti", key), withPreferredAntiAffinity(5, scheduling.LabelHostname, map[string]string{"anti": key}))
+		case 12:
+			add(min(count, 8), label, withHostPort(int32(9000+rng.IntN(3))))
+		case 13:
+			add(count, label, withSpread(scheduling.LabelZone, 1, corev1.DoNotSchedule, map[string]string{"grp": letters[rng.IntN(len(letters))]}),
+				withNodeAffinity([]corev1.NodeSelectorRequirement{inZones("us-east-1a", "us-east-1b")}))
 		default:
 			add(count, label, withNodeAffinity([]corev1.NodeSelectorRequirement{{Key: "karpenter.k8s.aws/instance-category", Operator: "In", Values: []string{"c", "m"}}}))
 		}
