@@ -39,8 +39,8 @@
 //  2. Activity options (timeouts, retry policies) and activity inputs are
 //     not compared on replay, but changing them changes what running nodes
 //     do, so they take an id too: the history then shows which path a run
-//     took. Only activity implementations, query handlers and log lines
-//     change freely.
+//     took. Only activity implementations, query handlers, log lines and
+//     the wording of decisions and memo texts change freely.
 //
 //  3. `go test ./workflows/` replays every history under testdata/<release>/
 //     (TestReplayRecordedHistories). It must stay green; a failure means the

@@ -284,8 +284,20 @@ func (w *nodeLifecycle) launchSummary() string {
 	if inst := w.state.Instance; inst != nil {
 		summary += fmt.Sprintf("; chose %s in %s (%s, $%.4f/h)", inst.InstanceType, inst.Zone, inst.CapacityType, inst.PricePerHour)
 	}
-	if n := len(w.state.RejectedOfferings); n > 0 {
-		summary += fmt.Sprintf("; %d offering(s) rejected for insufficient capacity", n)
+	reasons := map[string]int{}
+	var order []string
+	for _, rejected := range w.state.RejectedOfferings {
+		if reasons[rejected.Reason] == 0 {
+			order = append(order, rejected.Reason)
+		}
+		reasons[rejected.Reason]++
+	}
+	for _, reason := range order {
+		if reason == "insufficient capacity" {
+			summary += fmt.Sprintf("; %d offering(s) rejected for insufficient capacity", reasons[reason])
+		} else {
+			summary += fmt.Sprintf("; %d offering(s) %s", reasons[reason], reason)
+		}
 	}
 	return summary
 }

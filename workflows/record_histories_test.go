@@ -58,6 +58,7 @@ var recordRelease = flag.String("release", "", "release whose histories are reco
 //	budget        the first disruption check is refused
 //	hold-drain    a voluntary Drain holds until cancelled
 //	hold-term     TerminateInstance holds until cancelled
+//	hold-wait     WaitForInstanceTerminated holds (at most holdFor)
 type recordingWorld struct {
 	fakeWorld
 	started *startedActivities
@@ -125,8 +126,13 @@ func (w recordingWorld) Launch(ctx context.Context, req activities.LaunchRequest
 	case strings.Contains(name, "ice") && len(req.Options) > 1:
 		return activities.LaunchResponse{}, activities.NewInsufficientCapacityError("InsufficientInstanceCapacity", offeringKeys(req.Options[:1]))
 	case strings.Contains(name, "launchfail"):
-		return activities.LaunchResponse{}, temporal.NewNonRetryableApplicationError(
-			"CreateFleet launched no instance for "+name+": InvalidParameterValue", "LaunchFailed", nil)
+		first := req.Options[0]
+		rejected := []activities.UnavailableOffering{{
+			OfferingKey: activities.OfferingKey{InstanceType: first.Name, Zone: first.Offerings[0].Zone, CapacityType: first.Offerings[0].CapacityType},
+			Until:       time.Now().Add(time.Minute),
+		}}
+		return activities.LaunchResponse{}, activities.NewLaunchFailedError(
+			"CreateFleet launched no instance for "+name+": InvalidParameterValue", rejected)
 	case strings.Contains(name, "badclass"):
 		return activities.LaunchResponse{}, activities.NewInvalidNodeClassError(req.NodeClassName, "spec.subnetSelectorTerms", "matched no subnet")
 	case strings.Contains(name, "hold-launch"):
@@ -176,14 +182,27 @@ func (w recordingWorld) Drain(ctx context.Context, req activities.DrainRequest) 
 }
 
 func (w recordingWorld) TerminateInstance(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
-	// Instance ids are per node claim in this world (see Launch).
-	if claim, ok := strings.CutPrefix(req.InstanceID, "i-"); ok {
-		w.started.markStarted(claim, activities.TerminateInstanceActivity)
-		if strings.Contains(claim, "hold-term") {
-			hold(ctx)
-		}
-	}
+	w.instanceActivityStarted(ctx, req.InstanceID, activities.TerminateInstanceActivity, "hold-term")
 	return w.fakeWorld.TerminateInstance(ctx, req)
+}
+
+func (w recordingWorld) WaitForInstanceTerminated(ctx context.Context, req activities.WaitForInstanceTerminatedRequest) (activities.WaitForInstanceTerminatedResponse, error) {
+	w.instanceActivityStarted(ctx, req.InstanceID, activities.WaitForInstanceTerminatedActivity, "hold-wait")
+	return w.fakeWorld.WaitForInstanceTerminated(ctx, req)
+}
+
+// instanceActivityStarted marks activity started for the instance's node
+// claim (instance ids are per node claim in this world, see Launch), and
+// holds when the claim's name asks for it.
+func (w recordingWorld) instanceActivityStarted(ctx context.Context, instanceID, activity, holdKeyword string) {
+	claim, ok := strings.CutPrefix(instanceID, "i-")
+	if !ok {
+		return
+	}
+	w.started.markStarted(claim, activity)
+	if strings.Contains(claim, holdKeyword) {
+		hold(ctx)
+	}
 }
 
 func (w recordingWorld) Plan(_ context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
@@ -409,6 +428,17 @@ func recordNodes(r *recording) {
 			reason: ReasonRegistrationTimeout,
 		},
 		{file: "node_initialization_timeout", name: "default-noinit", reason: ReasonInitializationTimeout},
+		{
+			// The state-change event of its own TerminateInstances.
+			file: "node_own_termination_state_change", name: "default-hold-wait",
+			play: func(run client.WorkflowRun) {
+				r.waitForPhase(run, PhaseReady)
+				r.drainUpdate(run, "kernel upgrade")
+				r.awaitActivity("default-hold-wait", activities.WaitForInstanceTerminatedActivity)
+				r.signal(run, SignalInterruption, Interruption{Kind: InterruptionStateChange, EventID: "state-1", EventTime: time.Now(), Detail: "shutting-down"})
+			},
+			reason: ReasonDrained,
+		},
 		{
 			file: "node_cancelled_when_ready", name: "default-cancel-ready",
 			play: func(run client.WorkflowRun) {
