@@ -171,6 +171,17 @@ type NodeLaunchSpec struct {
 	// max(2 × the batch max window, 10s)). Zero means
 	// DefaultNominationWindow.
 	NominationWindow time.Duration `json:"nominationWindow,omitempty"`
+	// ReplacementFor is the id of the disruption command workflow that
+	// launched this node as a replacement: the node tells it when it is
+	// initialized, or that it failed. Empty for nodes the provisioner
+	// launched.
+	ReplacementFor string `json:"replacementFor,omitempty"`
+	// DisruptionDecidesEmpty: the cluster's disruption workflow decides
+	// when this node, empty, goes (an Empty command, under the pool's
+	// budget); the node workflow keeps no consolidateAfter timer of its own
+	// and never asks AllowDisruption, so a node the budget refuses costs
+	// no history.
+	DisruptionDecidesEmpty bool `json:"disruptionDecidesEmpty,omitempty"`
 }
 
 // DefaultNominationWindow is the nomination window of a node whose spec

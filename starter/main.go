@@ -27,6 +27,7 @@ func newRootCommand() *cobra.Command {
 		newNodesCommand(),
 		newDescribeCommand(),
 		newDrainCommand(),
+		newDisruptionCommand(),
 		newSimCommand(),
 	)
 	return root

@@ -289,6 +289,12 @@ func decodeRequest(t *testing.T, activityName string, args converter.EncodedValu
 		target = &activities.PlanRequest{}
 	case activities.StartNodeWorkflowsActivity:
 		target = &activities.StartNodeWorkflowsRequest{}
+	case activities.ReserveNodesActivity:
+		target = &activities.ReserveNodesRequest{}
+	case activities.MarkDisruptionActivity:
+		target = &activities.MarkDisruptionRequest{}
+	case activities.ComputeCommandsActivity:
+		target = &activities.ComputeCommandsRequest{}
 	default:
 		t.Errorf("unexpected activity %s", activityName)
 		return nil

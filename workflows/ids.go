@@ -12,14 +12,32 @@ import (
 // Workflow type names. They are recorded in every history and used by the
 // StartNodeWorkflows activity, so they never change once released.
 const (
-	NodeWorkflowType        = "NodeWorkflow"
-	ProvisionerWorkflowType = "ProvisionerWorkflow"
+	NodeWorkflowType              = "NodeWorkflow"
+	ProvisionerWorkflowType       = "ProvisionerWorkflow"
+	DisruptionWorkflowType        = "DisruptionWorkflow"
+	DisruptionCommandWorkflowType = "DisruptionCommandWorkflow"
 )
 
 // Register registers Millwright's workflows under their type names.
 func Register(registry worker.WorkflowRegistry) {
 	registry.RegisterWorkflowWithOptions(NodeWorkflow, workflow.RegisterOptions{Name: NodeWorkflowType})
 	registry.RegisterWorkflowWithOptions(ProvisionerWorkflow, workflow.RegisterOptions{Name: ProvisionerWorkflowType})
+	registry.RegisterWorkflowWithOptions(DisruptionWorkflow, workflow.RegisterOptions{Name: DisruptionWorkflowType})
+	registry.RegisterWorkflowWithOptions(DisruptionCommandWorkflow, workflow.RegisterOptions{Name: DisruptionCommandWorkflowType})
+}
+
+// DisruptionWorkflowID is the id of a cluster's disruption workflow; there
+// is exactly one per cluster.
+func DisruptionWorkflowID(cluster string) string {
+	return "disruption/" + cluster
+}
+
+// DisruptionCommandWorkflowID names the seq-th command of the disruption
+// workflow whose first run is firstRunID, so a disruption workflow started
+// afresh never collides with an earlier one's closed commands.
+func DisruptionCommandWorkflowID(cluster, firstRunID string, seq int64) string {
+	sum := sha256.Sum256([]byte(firstRunID))
+	return fmt.Sprintf("disruption/%s/command-%x-%d", cluster, sum[:4], seq)
 }
 
 // ProvisionerWorkflowID is the id of a cluster's provisioning workflow; there

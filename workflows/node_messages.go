@@ -14,6 +14,8 @@ type nodeSignals struct {
 	interruption workflow.ReceiveChannel
 	drain        workflow.ReceiveChannel
 	nodeDeleted  workflow.ReceiveChannel
+	commit       workflow.ReceiveChannel
+	release      workflow.ReceiveChannel
 }
 
 func newNodeSignals(ctx workflow.Context) nodeSignals {
@@ -22,6 +24,8 @@ func newNodeSignals(ctx workflow.Context) nodeSignals {
 		interruption: workflow.GetSignalChannel(ctx, SignalInterruption),
 		drain:        workflow.GetSignalChannel(ctx, SignalDrain),
 		nodeDeleted:  workflow.GetSignalChannel(ctx, SignalNodeDeleted),
+		commit:       workflow.GetSignalChannel(ctx, SignalDisruptionCommit),
+		release:      workflow.GetSignalChannel(ctx, SignalDisruptionRelease),
 	}
 }
 
@@ -47,6 +51,16 @@ func (w *nodeLifecycle) listen(selector workflow.Selector) {
 		var deleted NodeDeleted
 		c.Receive(w.ctx, &deleted)
 		w.applyNodeDeleted(deleted)
+	})
+	selector.AddReceive(w.signals.commit, func(c workflow.ReceiveChannel, _ bool) {
+		var request CommandSignal
+		c.Receive(w.ctx, &request)
+		w.applyDisruptionCommit(request)
+	})
+	selector.AddReceive(w.signals.release, func(c workflow.ReceiveChannel, _ bool) {
+		var request CommandSignal
+		c.Receive(w.ctx, &request)
+		w.applyDisruptionRelease(request)
 	})
 	selector.AddReceive(w.wake, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(w.ctx, nil)
@@ -79,6 +93,15 @@ func (w *nodeLifecycle) absorbPendingSignals() {
 		var deleted NodeDeleted
 		for w.signals.nodeDeleted.ReceiveAsync(&deleted) {
 			w.applyNodeDeleted(deleted)
+			absorbed = true
+		}
+		var command CommandSignal
+		for w.signals.commit.ReceiveAsync(&command) {
+			w.applyDisruptionCommit(command)
+			absorbed = true
+		}
+		for w.signals.release.ReceiveAsync(&command) {
+			w.applyDisruptionRelease(command)
 			absorbed = true
 		}
 		if !absorbed {
@@ -168,6 +191,10 @@ func (w *nodeLifecycle) setMessageHandlers() error {
 	if err := workflow.SetQueryHandler(w.ctx, QueryHistory, w.historyView); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateReserve, w.handleReserve,
+		workflow.UpdateHandlerOptions{Validator: w.validateReserve, Description: "hold the node for a disruption command"}); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateDrain, w.handleDrainUpdate,
 		workflow.UpdateHandlerOptions{Validator: w.validateDrainUpdate, Description: "drain and terminate the node"})
 }
@@ -235,6 +262,7 @@ func (w *nodeLifecycle) stateView() (NodeStateView, error) {
 		NonDaemonSetPods: w.state.Pods.NonDaemonSet,
 		CreatedAt:        w.state.CreatedAt,
 		Termination:      w.state.Termination,
+		Reservation:      w.state.Reservation,
 	}
 	if after, enabled := w.spec.ExpireAfter.Get(); enabled {
 		view.ExpiresAt = w.state.CreatedAt.Add(after)

@@ -97,25 +97,25 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 		w.logger.Info("Added TTL to empty node", "ttl", formatDuration(after))
 		w.decide("Node is empty; terminating after %s unless a pod arrives", formatDuration(after))
 		if !nominated {
-			w.emptyTTL.start(w.ctx, w.state.EmptySince.Add(after))
+			w.armEmptyTTL(w.state.EmptySince.Add(after))
 			return
 		}
 		if until := w.nominatedUntil(); until.After(w.state.EmptySince.Add(after)) {
 			w.decide("Node is nominated for %d pod(s) until %s; not disrupted as empty before", len(w.spec.PodKeys), formatDeadline(until))
 		}
-		w.emptyTTL.start(w.ctx, w.emptyDeadline(after))
+		w.armEmptyTTL(w.emptyDeadline(after))
 	case empty && !w.emptyTTL.pending():
 		// Continued as new while empty, or a disruption budget asked to
 		// wait: resume the countdown from its absolute deadlines.
 		if nominated {
-			w.emptyTTL.start(w.ctx, w.emptyDeadline(after))
+			w.armEmptyTTL(w.emptyDeadline(after))
 			return
 		}
 		deadline := w.state.EmptySince.Add(after)
 		if w.state.DisruptionRetryAt.After(deadline) {
 			deadline = w.state.DisruptionRetryAt
 		}
-		w.emptyTTL.start(w.ctx, deadline)
+		w.armEmptyTTL(deadline)
 	case !empty && !w.state.EmptySince.IsZero():
 		w.emptyTTL.stop()
 		w.state.EmptySince = time.Time{}
@@ -123,6 +123,15 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 		w.logger.Info("Removed TTL from node", "pods", w.state.Pods.NonDaemonSet)
 		w.decide("A pod arrived; empty-node countdown cancelled")
 	}
+}
+
+// armEmptyTTL starts the consolidateAfter timer, unless the disruption
+// workflow decides this node's emptiness (spec.DisruptionDecidesEmpty).
+func (w *nodeLifecycle) armEmptyTTL(deadline time.Time) {
+	if w.spec.DisruptionDecidesEmpty && changed(w.ctx, changeEmptyByDisruption) {
+		return
+	}
+	w.emptyTTL.start(w.ctx, deadline)
 }
 
 // lastPodEvent is when the node last changed pods as far as the workflow
@@ -177,8 +186,8 @@ func (w *nodeLifecycle) emptyDeadline(after time.Duration) time.Time {
 // consolidateAfter: terminate it if its pool's disruption budget (and
 // minNodes) allow, otherwise ask again later.
 func (w *nodeLifecycle) considerEmptyTermination() {
-	if w.state.Pods.NonDaemonSet > 0 || w.terminationRequested() {
-		return
+	if w.state.Pods.NonDaemonSet > 0 || w.terminationRequested() || w.state.Reservation != nil {
+		return // not empty, already leaving, or a disruption command holds it
 	}
 	var answer activities.AllowDisruptionResponse
 	err := w.execute(shortOptions("check disruption budget"), activities.AllowDisruptionActivity,

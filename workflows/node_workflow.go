@@ -53,6 +53,8 @@ type nodeLifecycle struct {
 	// outbox holds provisioner notifications decided by message handlers;
 	// the main flow sends them, so handlers never block.
 	outbox []ReplanRequest
+	// notices are signals to disruption commands, sent like outbox.
+	notices []commandNotice
 	// replanSentForInterruption: the provisioner hears about an
 	// interruption once, however many events arrive.
 	replanSentForInterruption bool
@@ -155,6 +157,7 @@ func (w *nodeLifecycle) enterPhase(phase Phase) {
 		// provisioner restore minNodes.
 		w.queueReplan(ReplanRequest{Reason: "node terminated: " + string(t.Reason)})
 	}
+	w.noticePhase(phase)
 	w.publish()
 	w.flushOutbox()
 }
@@ -217,6 +220,7 @@ func (w *nodeLifecycle) requestTermination(t Termination) {
 	if w.state.Termination == nil {
 		w.state.Termination = &t
 		w.decide("Termination requested: %s", describeTermination(t))
+		w.noticeTakeover(t)
 		return
 	}
 	w.decide("Also requested while already terminating (%s): %s", w.state.Termination.Reason, describeTermination(t))
@@ -237,6 +241,7 @@ func (w *nodeLifecycle) queueReplan(req ReplanRequest) {
 // flushOutbox sends queued provisioner signals. A provisioner that is not
 // running is not an error: its periodic resync plans every pending pod.
 func (w *nodeLifecycle) flushOutbox() {
+	w.flushNotices()
 	for len(w.outbox) > 0 {
 		req := w.outbox[0]
 		w.outbox = w.outbox[1:]

@@ -131,6 +131,18 @@ func planOptions() workflow.ActivityOptions {
 	}
 }
 
+// computeCommandsOptions: ComputeCommands reads the cluster and runs the
+// decision (under a second for 500 nodes); it only reads, so retries are
+// free.
+func computeCommandsOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            retryForever(30 * time.Second),
+		Summary:                "compute disruption commands",
+	}
+}
+
 // startNodeWorkflowsOptions: starting is idempotent (USE_EXISTING), so
 // retries are safe.
 func startNodeWorkflowsOptions() workflow.ActivityOptions {

@@ -193,6 +193,7 @@ func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) ac
 	if spec.NodeClaimName == "" {
 		spec.NodeClaimName = NodeClaimName(spec.NodePool, p.firstRunID, p.batches, index)
 	}
+	spec.DisruptionDecidesEmpty = spec.DisruptionDecidesEmpty || p.input.DisruptionDecidesEmpty
 	if spec.NominationWindow == 0 {
 		spec.NominationWindow = activities.NominationWindowFor(p.input.MaxWindow)
 	}

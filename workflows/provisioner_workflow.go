@@ -60,6 +60,9 @@ type ProvisionerInput struct {
 	InFlightTTL          time.Duration `json:"inFlightTTL,omitempty"`
 	// NodeTaskQueue runs node workflows; empty means the provisioner's own.
 	NodeTaskQueue string `json:"nodeTaskQueue,omitempty"`
+	// DisruptionDecidesEmpty is copied into every spec: the disruption
+	// workflow, not each node workflow, decides when empty nodes go.
+	DisruptionDecidesEmpty bool `json:"disruptionDecidesEmpty,omitempty"`
 
 	// State is carried across continue-as-new; nil on a fresh start.
 	State *ProvisionerState `json:"state,omitempty"`

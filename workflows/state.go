@@ -46,6 +46,11 @@ const (
 	// ReasonCancelled: the workflow itself was cancelled; it still drains
 	// and terminates what it launched before reporting Canceled.
 	ReasonCancelled TerminationReason = "Cancelled"
+	// Disruption commands' reasons (the NodePool budget reasons, and
+	// repair's Unhealthy); ReasonEmpty is one of them too.
+	ReasonUnderutilized TerminationReason = "Underutilized"
+	ReasonDrifted       TerminationReason = "Drifted"
+	ReasonUnhealthy     TerminationReason = "Unhealthy"
 )
 
 // Termination records why and how a node is leaving.
@@ -125,6 +130,12 @@ type NodeState struct {
 	DisruptionRetryAt time.Time `json:"disruptionRetryAt,omitzero"`
 
 	Termination *Termination `json:"termination,omitempty"`
+	// Reservation is the disruption command holding the node; nil when
+	// none.
+	Reservation *Reservation `json:"reservation,omitempty"`
+	// ReplacementFailureReported: the command this node replaces for was
+	// told it failed.
+	ReplacementFailureReported bool `json:"replacementFailureReported,omitempty"`
 
 	// Launch bookkeeping, kept for the history query.
 	RejectedOfferings []RejectedOffering `json:"rejectedOfferings,omitempty"`
@@ -163,6 +174,8 @@ type NodeStateView struct {
 	DrainDeadline        time.Time      `json:"drainDeadline,omitzero"`
 	Timers               []PendingTimer `json:"timers,omitempty"`
 	Termination          *Termination   `json:"termination,omitempty"`
+	// Reservation is the disruption command holding the node.
+	Reservation *Reservation `json:"reservation,omitempty"`
 }
 
 // LaunchRecord is why the node exists.

@@ -62,6 +62,16 @@ const (
 	// offerings and their backoff as unavailable, instead of letting the
 	// provisioner plan the same offering again at once, in a loop.
 	changeLaunchRejectionBackoff changeID = "launch-rejection-backoff"
+	// changeDisruptionCommands (node_disruption.go notifyCommand): a node
+	// reserved by a disruption command, or launched as its replacement,
+	// signals the command (SignalCommandNodeEvent) when it is initialized,
+	// fails, is taken over or is gone.
+	changeDisruptionCommands changeID = "disruption-commands"
+	// changeEmptyByDisruption (node_ready.go armEmptyTTL): a node whose
+	// spec says DisruptionDecidesEmpty arms no consolidateAfter timer and
+	// never asks AllowDisruption; the disruption workflow's Empty commands
+	// take it.
+	changeEmptyByDisruption changeID = "empty-by-disruption"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

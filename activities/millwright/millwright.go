@@ -227,3 +227,13 @@ func (a *Activities) ComputeCommands(ctx context.Context, req activities.Compute
 func (a *Activities) StartNodeWorkflows(ctx context.Context, req activities.StartNodeWorkflowsRequest) (activities.StartNodeWorkflowsResponse, error) {
 	return a.starter.StartNodeWorkflows(ctx, req)
 }
+
+// ReserveNodes is the node workflow starter's (activities/nodeworkflows).
+func (a *Activities) ReserveNodes(ctx context.Context, req activities.ReserveNodesRequest) (activities.ReserveNodesResponse, error) {
+	return a.starter.ReserveNodes(ctx, req)
+}
+
+// MarkDisruption is the Kubernetes activities'.
+func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
+	return a.kube.MarkDisruption(ctx, req)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
+	"github.com/millwright/millwright/local/cluster/clustertesting"
 	"github.com/millwright/millwright/local/stack/stacktest"
 	"github.com/millwright/millwright/workflows"
 )
@@ -45,10 +46,14 @@ func TestConsolidateAfterZeroKeepsNodesForTheirPods(t *testing.T) {
 			ids := env.nodeWorkflows(t)
 			nodeOf := map[string]string{}
 			for _, wf := range ids {
-				state, err := stacktest.QueryState(context.Background(), testTemporal, wf)
-				if err != nil {
-					t.Fatalf("query %s: %v", wf, err)
-				}
+				// The workflow reaches Ready when its initialization check
+				// next looks, a moment after the pods run.
+				var state workflows.NodeStateView
+				clustertesting.Eventually(t, time.Minute, "node workflow "+wf+" Ready", func(ctx context.Context) (bool, error) {
+					var err error
+					state, err = stacktest.QueryState(ctx, testTemporal, wf)
+					return err == nil && (state.Phase == workflows.PhaseReady || state.Termination != nil), err
+				})
 				if state.Phase != workflows.PhaseReady || state.Termination != nil {
 					t.Errorf("node workflow %s is %s (termination %+v), want Ready and kept\n%s", wf, state.Phase, state.Termination, env.diagnose(t))
 				}

@@ -76,6 +76,14 @@ type Config struct {
 
 	// Provisioner tunes a newly started provisioning workflow.
 	Provisioner workflows.ProvisionerInput
+	// Disruption is what a newly started disruption workflow gets (poll
+	// interval, validation delay, decision options); zero values take its
+	// defaults.
+	Disruption workflows.DisruptionInput
+	// DisruptionDecidesEmpty hands empty nodes to the disruption workflow
+	// (its Empty commands) instead of each node workflow's own
+	// consolidateAfter timer and budget check.
+	DisruptionDecidesEmpty bool
 	// RegistrationTimeout overrides the default 15 minutes.
 	RegistrationTimeout time.Duration
 	// LeaseNamespace is where each NodePool's disruption Lease lives: the
@@ -186,8 +194,11 @@ func Run(ctx context.Context, cfg Config) error {
 	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, sdkworker.Options{})
 	workflows.Register(temporalWorker)
 	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Temporal, cfg.Clock))
+	activities.RegisterDisruptionCommands(temporalWorker, acts)
 
-	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Provisioner}
+	provisionerInput := cfg.Provisioner
+	provisionerInput.DisruptionDecidesEmpty = provisionerInput.DisruptionDecidesEmpty || cfg.DisruptionDecidesEmpty
+	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: provisionerInput}
 	podWatcher, err := watch.NewPodWatcher(factory, provisioner, cfg.Clock, logger.Named("pods"))
 	if err != nil {
 		return err
@@ -200,6 +211,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	disruption := watch.Disruption{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Disruption}
+	trigger := watch.NewTrigger(disruption, logger.Named("disruption"))
+	podWatcher.Disruption, nodeWatcher.Disruption, poolWatcher.Disruption = trigger, trigger, trigger
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	if err := interruption.AddInstanceIndex(nodeInformer); err != nil {
 		return err
@@ -233,7 +247,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer temporalWorker.Stop()
 
-	done := make(chan struct{}, 5)
+	done := make(chan struct{}, 6)
 	goRun := func(f func(context.Context)) {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -244,7 +258,8 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun(nodeWatcher.Run)
 	goRun(poolWatcher.Run)
 	goRun(statusControllers.Run)
-	running := 4
+	goRun(trigger.Run)
+	running := 5
 	if cfg.InterruptionQueue != "" {
 		sqsClient, err := cloud.NewSQSClient(ctx, awsConfig)
 		if err != nil {
@@ -268,6 +283,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{Reason: "worker started"}); err != nil {
 		logger.Warn("asking the provisioner for a planning pass failed", zap.Error(err))
 	}
+	// The disruption workflow is started (or found) at once, so a cluster
+	// where nothing changes is still looked at.
+	trigger.Poke("worker started")
 	readiness.Set(true)
 	logger.Info("Millwright worker started", zap.String("cluster", cfg.ClusterName), zap.String("taskQueue", cfg.TaskQueue),
 		zap.String("namespace", cfg.Namespace), zap.Bool("interruptionQueue", cfg.InterruptionQueue != ""))

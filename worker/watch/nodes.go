@@ -23,6 +23,9 @@ type NodeWatcher struct {
 	logger   *zap.Logger
 	nodes    cache.SharedIndexInformer
 	deleted  workqueue.TypedRateLimitingInterface[string]
+	// Disruption, when set, is poked when a Node is added: it is capacity
+	// other nodes' pods may move to.
+	Disruption *Trigger
 }
 
 // NewNodeWatcher registers its handler on the factory's node informer.
@@ -36,7 +39,10 @@ func NewNodeWatcher(factory informers.SharedInformerFactory, signaler Signaler, 
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deleted-nodes"}),
 	}
 	_, err := w.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.onNode,
+		AddFunc: func(obj any) {
+			w.onNode(obj)
+			w.Disruption.Poke("node added")
+		},
 		UpdateFunc: func(_, obj any) { w.onNode(obj) },
 	})
 	if err != nil {

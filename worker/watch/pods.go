@@ -45,6 +45,9 @@ type PodWatcher struct {
 	// updates do not each become a signal. Only the node-count goroutine
 	// touches it.
 	reported map[string]int
+	// Disruption, when set, is poked when a bound pod goes away: its node
+	// may now be empty or underutilized.
+	Disruption *Trigger
 }
 
 // NewPodWatcher registers its handlers on the factory's pod and node
@@ -76,7 +79,10 @@ func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisio
 	_, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.onPod(nil, obj) },
 		UpdateFunc: func(old, obj any) { w.onPod(old, obj) },
-		DeleteFunc: func(obj any) { w.onPod(nil, obj) },
+		DeleteFunc: func(obj any) {
+			w.onPod(nil, obj)
+			w.Disruption.Poke("pod deleted")
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod watcher: %w", err)

@@ -49,6 +49,9 @@ type PoolWatcher struct {
 	logger      *zap.Logger
 	informers   map[schema.GroupVersionResource]cache.SharedIndexInformer
 	queue       workqueue.TypedRateLimitingInterface[poolKey]
+	// Disruption, when set, is poked when a pool or class changes: its
+	// nodes may have drifted.
+	Disruption *Trigger
 }
 
 type poolKey struct {
@@ -139,6 +142,7 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 			}
 		}
 	}
+	w.Disruption.Poke(fmt.Sprintf("%s %s changed", key.resource.Resource, key.name))
 	return w.provisioner.Signal(ctx, workflows.SignalReconcile, workflows.ReconcileRequest{
 		Reason: fmt.Sprintf("%s %s changed", key.resource.Resource, key.name)})
 }

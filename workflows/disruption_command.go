@@ -1,0 +1,418 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	modeldisruption "github.com/millwright/millwright/model/disruption"
+)
+
+// CommandInput is one disruption decision to carry out.
+type CommandInput struct {
+	Cluster string `json:"cluster"`
+	// DisruptionWorkflowID is told the outcome (SignalCommandDone).
+	DisruptionWorkflowID string                       `json:"disruptionWorkflowID"`
+	Command              activities.DisruptionCommand `json:"command"`
+	ValidationDelay      time.Duration                `json:"validationDelay"`
+	ReplacementTimeout   time.Duration                `json:"replacementTimeout"`
+	NodeTaskQueue        string                       `json:"nodeTaskQueue"`
+	Options              activities.DisruptionOptions `json:"options"`
+}
+
+// Command steps, in order, as QueryCommandState shows them.
+const (
+	StepReserve     = "Reserve"
+	StepValidate    = "Validate"
+	StepMark        = "Mark"
+	StepReplace     = "Replace"
+	StepDrain       = "Drain"
+	StepRollingBack = "RollingBack"
+	StepDone        = "Done"
+)
+
+// CommandStateView answers QueryCommandState.
+type CommandStateView struct {
+	Step         string                       `json:"step"`
+	Command      activities.DisruptionCommand `json:"command"`
+	Replacements []string                     `json:"replacements,omitempty"`
+	Ready        []string                     `json:"ready,omitempty"`
+	Gone         []string                     `json:"gone,omitempty"`
+	TakenOver    []string                     `json:"takenOver,omitempty"`
+	Decisions    []Decision                   `json:"decisions,omitempty"`
+	Outcome      *CommandOutcome              `json:"outcome,omitempty"`
+}
+
+// DisruptionCommandWorkflow carries out one command, with id
+// DisruptionCommandWorkflowID: reserve every candidate (the node workflows'
+// reserve update), wait ValidationDelay and check with ComputeCommands that
+// the decision still holds, taint the candidates, launch the replacements
+// through StartNodeWorkflows (names derived from this workflow's id, so a
+// retry starts nothing twice, and the ClientToken from each node workflow's
+// id) and wait until each is initialized, then commit: every candidate
+// drains and terminates. A step that fails rolls back deliberately: the
+// candidates are untainted and released, replacements not yet initialized
+// are drained. A worker killed at any step resumes at that step.
+func DisruptionCommandWorkflow(ctx workflow.Context, input CommandInput) (CommandOutcome, error) {
+	c := &command{
+		ctx:    ctx,
+		input:  input,
+		id:     workflow.GetInfo(ctx).WorkflowExecution.ID,
+		events: workflow.GetSignalChannel(ctx, SignalCommandNodeEvent),
+		view:   CommandStateView{Command: input.Command},
+		nodes:  map[string]NodeEventKind{},
+	}
+	c.logger = log.With(workflow.GetLogger(ctx), "command", c.id, "reason", string(input.Command.Reason))
+	if err := workflow.SetQueryHandler(ctx, QueryCommandState, func() (CommandStateView, error) { return c.view, nil }); err != nil {
+		return CommandOutcome{}, err
+	}
+	if len(input.Command.Candidates) == 0 {
+		return CommandOutcome{}, temporal.NewNonRetryableApplicationError("disruption command has no candidates", InvalidDisruptionInputErrorType, nil)
+	}
+	outcome := c.run()
+	outcome.CommandID = c.id
+	c.view.Outcome, c.view.Step = &outcome, StepDone
+	c.decide("%s: %s", outcome.Result, outcome.Detail)
+	if input.DisruptionWorkflowID != "" {
+		err := workflow.SignalExternalWorkflow(ctx, input.DisruptionWorkflowID, "", SignalCommandDone, outcome).Get(ctx, nil)
+		if err != nil {
+			c.logger.Warn("Could not report to the disruption workflow", "error", err)
+		}
+	}
+	return outcome, nil
+}
+
+type command struct {
+	ctx    workflow.Context
+	logger log.Logger
+	input  CommandInput
+	id     string
+	events workflow.ReceiveChannel
+	view   CommandStateView
+	// nodes is the last event each node claim (candidate or replacement)
+	// reported.
+	nodes map[string]NodeEventKind
+}
+
+func (c *command) run() CommandOutcome {
+	cmd := c.input.Command
+	c.decide("Started: %s", cmd.Message)
+
+	c.view.Step = StepReserve
+	reserved, refused := c.reserve()
+	if len(refused) > 0 {
+		c.release(reserved, "another candidate refused: "+refused[0].Why)
+		return CommandOutcome{Result: CommandRejected, Detail: refused[0].WorkflowID + ": " + refused[0].Why}
+	}
+
+	c.view.Step = StepValidate
+	c.sleep(c.input.ValidationDelay)
+	if why := c.takenOver(); why != "" {
+		c.release(c.candidateClaims(), why)
+		return CommandOutcome{Result: CommandInvalidated, Detail: why}
+	}
+	if why := c.validate(); why != "" {
+		c.release(c.candidateClaims(), why)
+		return CommandOutcome{Result: CommandInvalidated, Detail: why}
+	}
+
+	c.view.Step = StepMark
+	c.mark(true)
+
+	if len(cmd.Replacements) > 0 {
+		c.view.Step = StepReplace
+		if why := c.replace(); why != "" {
+			c.rollBack(why)
+			return CommandOutcome{Result: CommandRolledBack, Detail: why}
+		}
+	}
+
+	c.view.Step = StepDrain
+	c.commit()
+	return CommandOutcome{Result: CommandSucceeded, Detail: cmd.Message}
+}
+
+func (c *command) decide(format string, args ...any) {
+	c.view.Decisions = append(c.view.Decisions, Decision{At: workflow.Now(c.ctx), Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *command) candidateClaims() []string {
+	claims := make([]string, len(c.input.Command.Candidates))
+	for i, candidate := range c.input.Command.Candidates {
+		claims[i] = candidate.NodeClaimName
+	}
+	return claims
+}
+
+func (c *command) nodeWorkflowID(claim string) string { return NodeWorkflowID(c.input.Cluster, claim) }
+
+// reserve asks every candidate's node workflow to hold its node.
+func (c *command) reserve() (reserved []string, refused []activities.NodeRefusal) {
+	request := activities.ReserveNodesRequest{CommandID: c.id, Reason: string(c.input.Command.Reason), Message: c.input.Command.Message}
+	for _, claim := range c.candidateClaims() {
+		request.WorkflowIDs = append(request.WorkflowIDs, c.nodeWorkflowID(claim))
+	}
+	var answer activities.ReserveNodesResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("reserve candidates")), activities.ReserveNodesActivity, request).Get(c.ctx, &answer)
+	if err != nil {
+		return nil, []activities.NodeRefusal{{WorkflowID: "(all)", Why: "reserving failed: " + errorDetail(err)}}
+	}
+	for _, id := range answer.Accepted {
+		_, claim, _ := ParseNodeWorkflowID(id)
+		reserved = append(reserved, claim)
+	}
+	c.decide("Reserved %d candidate(s); %d refused", len(answer.Accepted), len(answer.Refused))
+	return reserved, answer.Refused
+}
+
+// sleep waits d while recording node events.
+func (c *command) sleep(d time.Duration) {
+	timer := workflow.NewTimerWithOptions(c.ctx, d, workflow.TimerOptions{Summary: "validation delay"})
+	c.awaitEvents(func() bool { return timer.IsReady() }, timer)
+}
+
+// awaitEvents records node events until done holds; wake (if any) is a
+// future whose readiness may make done hold.
+func (c *command) awaitEvents(done func() bool, wake workflow.Future) {
+	for !done() {
+		selector := workflow.NewSelector(c.ctx)
+		selector.AddReceive(c.events, func(ch workflow.ReceiveChannel, _ bool) {
+			var event CommandNodeEvent
+			ch.Receive(c.ctx, &event)
+			c.record(event)
+		})
+		if wake != nil {
+			selector.AddFuture(wake, func(workflow.Future) {})
+		}
+		selector.Select(c.ctx)
+	}
+}
+
+func (c *command) record(event CommandNodeEvent) {
+	if c.nodes[event.NodeClaimName] == NodeEventTerminated {
+		return
+	}
+	c.nodes[event.NodeClaimName] = event.Kind
+	c.decide("%s %s: %s", event.NodeClaimName, event.Kind, event.Detail)
+	switch event.Kind {
+	case NodeEventReady:
+		c.view.Ready = append(c.view.Ready, event.NodeClaimName)
+	case NodeEventTakenOver:
+		c.view.TakenOver = append(c.view.TakenOver, event.NodeClaimName)
+	case NodeEventTerminated:
+		c.view.Gone = append(c.view.Gone, event.NodeClaimName)
+	}
+}
+
+// takenOver names a candidate something else is ending, if any.
+func (c *command) takenOver() string {
+	for _, claim := range c.candidateClaims() {
+		if kind := c.nodes[claim]; kind == NodeEventTakenOver || kind == NodeEventTerminated {
+			return fmt.Sprintf("candidate %s was taken over before the command acted", claim)
+		}
+	}
+	return ""
+}
+
+// validate asks ComputeCommands again and reports why the command no longer
+// holds ("" when it does): a command of the same reason must still take
+// every candidate, with no more replacements.
+func (c *command) validate() string {
+	var answer activities.ComputeCommandsResponse
+	request := activities.ComputeCommandsRequest{Cluster: c.input.Cluster, Options: c.input.Options}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, computeCommandsOptions()), activities.ComputeCommandsActivity, request).Get(c.ctx, &answer)
+	if err != nil {
+		return "validation failed: " + errorDetail(err)
+	}
+	if why := stillHolds(c.input.Command, answer.Commands); why != "" {
+		return why
+	}
+	c.decide("Validated after %s", formatDuration(c.input.ValidationDelay))
+	return ""
+}
+
+// stillHolds compares a command with a fresh decision.
+func stillHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionCommand) string {
+	taken := map[string]bool{}
+	replacements := 0
+	for _, other := range fresh {
+		if other.Reason != cmd.Reason {
+			continue
+		}
+		for _, candidate := range other.Candidates {
+			taken[candidate.NodeClaimName] = true
+		}
+		if other.Kind == cmd.Kind {
+			replacements += len(other.Replacements)
+		}
+	}
+	for _, candidate := range cmd.Candidates {
+		if !taken[candidate.NodeClaimName] {
+			return fmt.Sprintf("no longer valid: %s is not %s any more", candidate.NodeClaimName, cmd.Reason)
+		}
+	}
+	if cmd.Kind == modeldisruption.KindDelete && replacements > 0 {
+		return "no longer valid: the candidates' pods now need a replacement"
+	}
+	return ""
+}
+
+// mark taints (or untaints) the candidates' Nodes.
+func (c *command) mark(disrupted bool) {
+	var names []string
+	for _, candidate := range c.input.Command.Candidates {
+		if candidate.NodeName != "" {
+			names = append(names, candidate.NodeName)
+		}
+	}
+	var answer activities.MarkDisruptionResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("mark candidates")), activities.MarkDisruptionActivity,
+		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: disrupted, CommandID: c.id}).Get(c.ctx, &answer)
+	if err != nil {
+		c.decide("Marking the candidates (disrupted=%v) failed: %s", disrupted, errorDetail(err))
+		return
+	}
+	c.decide("Marked %d candidate Node(s) disrupted=%v", len(answer.Changed), disrupted)
+}
+
+// replace starts the replacements and waits until each is initialized. It
+// reports why it gave up ("" when all are Ready).
+func (c *command) replace() string {
+	now := workflow.Now(c.ctx)
+	starts := make([]activities.NodeWorkflowStart, len(c.input.Command.Replacements))
+	for i, spec := range c.input.Command.Replacements {
+		spec.Cluster = c.input.Cluster
+		spec.NodeClaimName = NodeClaimName(spec.NodePool, c.id, 0, i)
+		spec.ReplacementFor = c.id
+		spec.DisruptionDecidesEmpty = true
+		if spec.NominationWindow == 0 {
+			spec.NominationWindow = activities.DefaultNominationWindow
+		}
+		if c.input.Command.Reason == modeldisruption.ReasonUnderutilized {
+			spec.Annotations = mapWith(spec.Annotations, apisv1.AnnotationLaunchedByConsolidation, now.UTC().Format(time.RFC3339))
+		}
+		if spec.LaunchReason == "" {
+			spec.LaunchReason = "replacement for " + c.id + ": " + c.input.Command.Message
+		}
+		starts[i] = activities.NodeWorkflowStart{WorkflowID: NodeWorkflowID(spec.Cluster, spec.NodeClaimName), Spec: spec}
+		c.view.Replacements = append(c.view.Replacements, spec.NodeClaimName)
+	}
+	var started activities.StartNodeWorkflowsResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, startNodeWorkflowsOptions()), activities.StartNodeWorkflowsActivity,
+		activities.StartNodeWorkflowsRequest{WorkflowType: NodeWorkflowType, TaskQueue: c.taskQueue(), Nodes: starts}).Get(c.ctx, &started)
+	if err != nil {
+		return "starting the replacements failed: " + errorDetail(err)
+	}
+	c.logger.Info("Launching replacements", "replacements", c.view.Replacements)
+	c.decide("Launching %d replacement(s) %s", len(starts), strings.Join(c.view.Replacements, ", "))
+
+	timeoutCtx, cancel := workflow.WithCancel(c.ctx)
+	defer cancel()
+	timeout := workflow.NewTimerWithOptions(timeoutCtx, c.input.ReplacementTimeout, workflow.TimerOptions{Summary: "replacements initialized"})
+	settled := func() bool { return timeout.IsReady() || c.replacementFailed() != "" || c.replacementsReady() }
+	c.awaitEvents(settled, timeout)
+	switch {
+	case c.replacementFailed() != "":
+		return c.replacementFailed()
+	case !c.replacementsReady():
+		return fmt.Sprintf("replacements not initialized within %s", formatDuration(c.input.ReplacementTimeout))
+	}
+	c.decide("Replacements initialized")
+	return ""
+}
+
+func (c *command) replacementsReady() bool {
+	for _, claim := range c.view.Replacements {
+		if c.nodes[claim] != NodeEventReady {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *command) replacementFailed() string {
+	for _, claim := range c.view.Replacements {
+		if c.nodes[claim] == NodeEventFailed {
+			return "replacement " + claim + " failed"
+		}
+	}
+	return ""
+}
+
+// commit tells every candidate to go and waits until each is gone.
+func (c *command) commit() {
+	for _, claim := range c.candidateClaims() {
+		if c.nodes[claim] == NodeEventTerminated {
+			continue
+		}
+		err := workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit, CommandSignal{CommandID: c.id}).Get(c.ctx, nil)
+		if err != nil {
+			// The node workflow is gone: so is the node.
+			c.record(CommandNodeEvent{NodeClaimName: claim, Kind: NodeEventTerminated, Detail: "node workflow gone: " + err.Error()})
+		}
+	}
+	c.logger.Info("Disrupting candidates", "candidates", c.candidateClaims())
+	c.decide("Committed: draining %d candidate(s)", len(c.input.Command.Candidates))
+	c.awaitEvents(func() bool {
+		for _, claim := range c.candidateClaims() {
+			if c.nodes[claim] != NodeEventTerminated {
+				return false
+			}
+		}
+		return true
+	}, nil)
+}
+
+// release frees the reserved candidates.
+func (c *command) release(claims []string, why string) {
+	for _, claim := range claims {
+		err := workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionRelease, CommandSignal{CommandID: c.id, Why: why}).Get(c.ctx, nil)
+		if err != nil {
+			c.logger.Warn("Could not release a candidate", "nodeClaim", claim, "error", err)
+		}
+	}
+	c.logger.Info("Released candidates", "why", why)
+}
+
+// rollBack undoes a command whose replacements failed: the candidates are
+// untainted and released, and replacements not initialized are drained.
+func (c *command) rollBack(why string) {
+	c.view.Step = StepRollingBack
+	c.logger.Warn("Rolling back disruption command", "why", why)
+	c.decide("Rolling back: %s", why)
+	c.mark(false)
+	c.release(c.candidateClaims(), why)
+	for _, claim := range c.view.Replacements {
+		if slices.Contains(c.view.Ready, claim) {
+			continue
+		}
+		err := workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDrain,
+			DrainRequest{Reason: "rollback of " + c.id + ": " + why, Requester: c.id}).Get(c.ctx, nil)
+		if err != nil {
+			c.logger.Warn("Could not stop a replacement", "nodeClaim", claim, "error", err)
+		}
+	}
+}
+
+func (c *command) taskQueue() string {
+	if c.input.NodeTaskQueue != "" {
+		return c.input.NodeTaskQueue
+	}
+	return workflow.GetInfo(c.ctx).TaskQueueName
+}
+
+func mapWith(m map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	out[key] = value
+	return out
+}

@@ -1,0 +1,244 @@
+package workflows
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/millwright/millwright/activities"
+	modeldisruption "github.com/millwright/millwright/model/disruption"
+)
+
+const testCommandID = "disruption/c1/command-0a0b0c0d-1"
+
+// sentSignal is a signal a workflow under test sent to another workflow.
+type sentSignal struct {
+	workflowID, name string
+	arg              any
+}
+
+type signalLog struct {
+	mu   sync.Mutex
+	sent []sentSignal
+}
+
+func (l *signalLog) named(name string) []sentSignal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sentSignal
+	for _, s := range l.sent {
+		if s.name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// commandWorld answers the command's own activities: every node reserves,
+// marking works, and ComputeCommands answers decision (the command itself
+// unless a test says otherwise).
+type commandWorld struct {
+	refuse   []string
+	decision []activities.DisruptionCommand
+}
+
+func (w commandWorld) register(h *harness) {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ReserveNodesRequest) (activities.ReserveNodesResponse, error) {
+		var resp activities.ReserveNodesResponse
+		for _, id := range req.WorkflowIDs {
+			if slices.Contains(w.refuse, id) {
+				resp.Refused = append(resp.Refused, activities.NodeRefusal{WorkflowID: id, Why: "node is already Draining"})
+			} else {
+				resp.Accepted = append(resp.Accepted, id)
+			}
+		}
+		return resp, nil
+	}, activity.RegisterOptions{Name: activities.ReserveNodesActivity})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
+		return activities.MarkDisruptionResponse{Changed: req.NodeNames}, nil
+	}, activity.RegisterOptions{Name: activities.MarkDisruptionActivity})
+	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		return activities.ComputeCommandsResponse{Commands: w.decision}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity})
+}
+
+// captureSignals records every signal sent to another workflow.
+func captureSignals(h *harness) *signalLog {
+	log := &signalLog{}
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).
+		Return(func(_, workflowID, _, name string, arg any) error {
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			log.sent = append(log.sent, sentSignal{workflowID: workflowID, name: name, arg: arg})
+			return nil
+		}).Maybe()
+	return log
+}
+
+func consolidation() activities.DisruptionCommand {
+	return activities.DisruptionCommand{
+		Reason: modeldisruption.ReasonUnderutilized,
+		Kind:   modeldisruption.KindReplace,
+		Candidates: []activities.DisruptionCandidate{
+			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
+			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
+		},
+		Replacements: []activities.NodeLaunchSpec{nodeSpec(func(s *activities.NodeLaunchSpec) { s.NodeClaimName, s.Cluster = "", "" })},
+		Message:      "Underutilized: 2 nodes → 1 m5.large saves $0.15/h",
+	}
+}
+
+func runCommand(t *testing.T, h *harness, cmd activities.DisruptionCommand) CommandOutcome {
+	t.Helper()
+	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
+		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
+		ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute,
+	})
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("command workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("command workflow failed: %v", err)
+	}
+	var outcome CommandOutcome
+	if err := h.env.GetWorkflowResult(&outcome); err != nil {
+		t.Fatal(err)
+	}
+	return outcome
+}
+
+func nodeEvent(h *harness, at time.Duration, claim string, kind NodeEventKind) {
+	h.signal(at, SignalCommandNodeEvent, CommandNodeEvent{NodeClaimName: claim, Kind: kind})
+}
+
+func TestDisruptionCommandReplacesThenDrains(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	cmd := consolidation()
+	commandWorld{decision: []activities.DisruptionCommand{cmd}}.register(h)
+	sent := captureSignals(h)
+	replacement := NodeClaimName("default", testCommandID, 0, 0)
+	nodeEvent(h, 40*time.Second, replacement, NodeEventReady)
+	nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
+	nodeEvent(h, 3*time.Minute, "default-bbbb", NodeEventTerminated)
+
+	outcome := runCommand(t, h, cmd)
+	if outcome.Result != CommandSucceeded || outcome.CommandID != testCommandID {
+		t.Fatalf("outcome %+v, want Succeeded", outcome)
+	}
+	starts := h.rec.calls(activities.StartNodeWorkflowsActivity)
+	if len(starts) != 1 {
+		t.Fatalf("replacements started %d time(s), want once", len(starts))
+	}
+	spec := starts[0].(*activities.StartNodeWorkflowsRequest).Nodes[0].Spec
+	if spec.NodeClaimName != replacement || spec.ReplacementFor != testCommandID || spec.Annotations["millwright.dev/launched-by-consolidation"] == "" {
+		t.Errorf("replacement spec %s for %q annotations %v; want %s for the command, stamped as launched by consolidation", spec.NodeClaimName, spec.ReplacementFor, spec.Annotations, replacement)
+	}
+	marks := h.rec.calls(activities.MarkDisruptionActivity)
+	if len(marks) != 1 || !marks[0].(*activities.MarkDisruptionRequest).Disrupted {
+		t.Errorf("mark calls %+v, want one taint", marks)
+	}
+	commits := sent.named(SignalDisruptionCommit)
+	if len(commits) != 2 {
+		t.Fatalf("commits %+v, want one per candidate", commits)
+	}
+	if done := sent.named(SignalCommandDone); len(done) != 1 || done[0].workflowID != DisruptionWorkflowID(testCluster) {
+		t.Errorf("outcome reported %+v, want once to the disruption workflow", done)
+	}
+	if len(sent.named(SignalDisruptionRelease)) != 0 {
+		t.Error("a successful command released its candidates")
+	}
+}
+
+func TestDisruptionCommandRollsBackWhenAReplacementFails(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	cmd := consolidation()
+	commandWorld{decision: []activities.DisruptionCommand{cmd}}.register(h)
+	sent := captureSignals(h)
+	nodeEvent(h, 40*time.Second, NodeClaimName("default", testCommandID, 0, 0), NodeEventFailed)
+
+	outcome := runCommand(t, h, cmd)
+	if outcome.Result != CommandRolledBack {
+		t.Fatalf("outcome %+v, want RolledBack", outcome)
+	}
+	marks := h.rec.calls(activities.MarkDisruptionActivity)
+	if len(marks) != 2 || marks[1].(*activities.MarkDisruptionRequest).Disrupted {
+		t.Errorf("mark calls %+v, want taint then untaint", marks)
+	}
+	if n := len(sent.named(SignalDisruptionRelease)); n != 2 {
+		t.Errorf("%d release(s), want one per candidate", n)
+	}
+	if n := len(sent.named(SignalDisruptionCommit)); n != 0 {
+		t.Errorf("%d commit(s) after a failed replacement", n)
+	}
+	if drains := sent.named(SignalDrain); len(drains) != 1 {
+		t.Errorf("drains %+v, want the uninitialized replacement stopped", drains)
+	}
+}
+
+func TestDisruptionCommandRollsBackWhenReplacementsNeverInitialize(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	cmd := consolidation()
+	commandWorld{decision: []activities.DisruptionCommand{cmd}}.register(h)
+	sent := captureSignals(h)
+	outcome := runCommand(t, h, cmd)
+	if outcome.Result != CommandRolledBack || len(sent.named(SignalDrain)) != 1 {
+		t.Fatalf("outcome %+v, drains %d; want RolledBack with the replacement stopped", outcome, len(sent.named(SignalDrain)))
+	}
+}
+
+func TestDisruptionCommandStopsBeforeActing(t *testing.T) {
+	cases := []struct {
+		name     string
+		world    commandWorld
+		setup    func(h *harness)
+		want     CommandResult
+		releases int
+	}{
+		{
+			name:     "a candidate refuses the reservation",
+			world:    commandWorld{refuse: []string{NodeWorkflowID(testCluster, "default-bbbb")}, decision: []activities.DisruptionCommand{consolidation()}},
+			want:     CommandRejected,
+			releases: 1,
+		},
+		{
+			name:     "the decision no longer holds after the validation delay",
+			world:    commandWorld{},
+			want:     CommandInvalidated,
+			releases: 2,
+		},
+		{
+			name:  "a candidate is taken over during the validation delay",
+			world: commandWorld{decision: []activities.DisruptionCommand{consolidation()}},
+			setup: func(h *harness) {
+				nodeEvent(h, 5*time.Second, "default-aaaa", NodeEventTakenOver)
+			},
+			want:     CommandInvalidated,
+			releases: 2,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testCommandID)
+			tc.world.register(h)
+			sent := captureSignals(h)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			outcome := runCommand(t, h, consolidation())
+			if outcome.Result != tc.want {
+				t.Fatalf("outcome %+v, want %s", outcome, tc.want)
+			}
+			if n := len(sent.named(SignalDisruptionRelease)); n != tc.releases {
+				t.Errorf("%d release(s), want %d", n, tc.releases)
+			}
+			if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)) + len(h.rec.calls(activities.MarkDisruptionActivity)); n != 0 {
+				t.Errorf("%d launch/mark call(s) before the command was valid", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package workflows
+
+import "time"
+
+// Messages between the disruption workflow, its command workflows and the
+// node workflows. Names are recorded in histories and never change.
+const (
+	// UpdateReserve (ReserveRequest → ReserveResult): a disruption command
+	// asks a node workflow to hold its node for it. The validator rejects
+	// the request when the node is not Ready, is already leaving, or is
+	// held by another command; an accepted node refuses every other
+	// command until released, and takes part in no empty-node decision of
+	// its own.
+	UpdateReserve = "reserve"
+	// SignalDisruptionCommit (CommandSignal): the command holding the node
+	// has its replacements initialized; the node drains and terminates for
+	// the command's reason.
+	SignalDisruptionCommit = "disruptionCommit"
+	// SignalDisruptionRelease (CommandSignal): the command holding the
+	// node gave up (rejected, invalidated, replacement failed); the node
+	// is free again.
+	SignalDisruptionRelease = "disruptionRelease"
+
+	// SignalCommandNodeEvent (CommandNodeEvent): a node workflow tells the
+	// command that reserved it, or that launched it as a replacement, what
+	// happened to it.
+	SignalCommandNodeEvent = "nodeEvent"
+
+	// SignalDisruptionTrigger (DisruptionTrigger): something changed that
+	// may make nodes disruptable (a pod deleted, a node added, a pool or
+	// class edited); the disruption workflow looks again soon.
+	SignalDisruptionTrigger = "trigger"
+	// SignalCommandDone (CommandOutcome): a command workflow ended.
+	SignalCommandDone = "commandDone"
+	// UpdatePauseDisruption (PauseRequest → DisruptionStateView) pauses or
+	// resumes the disruption workflow: paused, it starts no new command
+	// (running ones finish).
+	UpdatePauseDisruption = "pause"
+	// QueryDisruptionState (→ DisruptionStateView).
+	QueryDisruptionState = "state"
+	// QueryCommandState (→ CommandStateView).
+	QueryCommandState = "state"
+)
+
+// ReserveRequest asks a node workflow to hold its node for a command.
+type ReserveRequest struct {
+	// CommandID is the command workflow's id; the node reports to it.
+	CommandID string `json:"commandID"`
+	// Reason is the command's reason (Empty, Underutilized, Drifted,
+	// Unhealthy); the node terminates with it when committed.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// ReserveResult answers UpdateReserve.
+type ReserveResult struct {
+	Accepted bool  `json:"accepted"`
+	Phase    Phase `json:"phase"`
+}
+
+// Reservation is the command holding a node.
+type Reservation struct {
+	CommandID string    `json:"commandID"`
+	Reason    string    `json:"reason"`
+	Message   string    `json:"message"`
+	At        time.Time `json:"at"`
+	// Committed: the command told the node to go.
+	Committed bool `json:"committed,omitempty"`
+}
+
+// CommandSignal addresses the node's reservation by command.
+type CommandSignal struct {
+	CommandID string `json:"commandID"`
+	Why       string `json:"why,omitempty"`
+}
+
+// NodeEventKind is what happened to a node a command cares about.
+type NodeEventKind string
+
+// Node events a command hears.
+const (
+	// NodeEventReady: a replacement is initialized.
+	NodeEventReady NodeEventKind = "Ready"
+	// NodeEventFailed: a replacement ended before it was initialized.
+	NodeEventFailed NodeEventKind = "Failed"
+	// NodeEventTakenOver: a reserved candidate is being terminated for
+	// another reason (interruption, expiry, manual drain, deletion).
+	NodeEventTakenOver NodeEventKind = "TakenOver"
+	// NodeEventTerminated: a reserved candidate is gone.
+	NodeEventTerminated NodeEventKind = "Terminated"
+)
+
+// CommandNodeEvent is one node's report to a command.
+type CommandNodeEvent struct {
+	NodeClaimName string        `json:"nodeClaimName"`
+	Kind          NodeEventKind `json:"kind"`
+	Detail        string        `json:"detail,omitempty"`
+}
+
+// DisruptionTrigger wakes the disruption workflow.
+type DisruptionTrigger struct {
+	Reason string `json:"reason"`
+}
+
+// CommandResult is how a command ended.
+type CommandResult string
+
+// Command results.
+const (
+	CommandSucceeded   CommandResult = "Succeeded"
+	CommandRejected    CommandResult = "Rejected"
+	CommandInvalidated CommandResult = "Invalidated"
+	CommandRolledBack  CommandResult = "RolledBack"
+)
+
+// CommandOutcome reports a command's end to the disruption workflow.
+type CommandOutcome struct {
+	CommandID string        `json:"commandID"`
+	Result    CommandResult `json:"result"`
+	Detail    string        `json:"detail,omitempty"`
+}
+
+// PauseRequest pauses (Paused true) or resumes the disruption workflow.
+type PauseRequest struct {
+	Paused    bool   `json:"paused"`
+	Reason    string `json:"reason,omitempty"`
+	Requester string `json:"requester,omitempty"`
+}

@@ -1,0 +1,455 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// Disruption workflow defaults; DisruptionInput overrides each.
+const (
+	// DefaultDisruptionPollInterval is how often the cluster is looked at
+	// without a trigger: Karpenter's disruption loop polls every 10 s.
+	DefaultDisruptionPollInterval = 10 * time.Second
+	// DefaultValidationDelay is how long a command waits before it checks
+	// that its decision still holds (Karpenter: 15 s).
+	DefaultValidationDelay = 15 * time.Second
+	// DefaultReplacementTimeout bounds launch-to-initialized of a
+	// command's replacements; past it the command rolls back.
+	DefaultReplacementTimeout = 20 * time.Minute
+	// DefaultMaxCommandsPerPass bounds one ComputeCommands answer.
+	DefaultMaxCommandsPerPass = 20
+	// DefaultDisruptionPassesPerRun continues as new after this many passes.
+	DefaultDisruptionPassesPerRun = 300
+	// triggerDebounce: a trigger brings the next pass this close, so a
+	// burst of pod deletions makes one pass, not one each.
+	triggerDebounce = 2 * time.Second
+	// maxCommandAge forgets a command that never reported its end (it was
+	// terminated by hand): its candidates are free for new decisions.
+	maxCommandAge = 12 * time.Hour
+	// maxRecentOutcomes bounds the outcomes kept for the state query.
+	maxRecentOutcomes = 20
+)
+
+// InvalidDisruptionInputErrorType fails a disruption workflow started with
+// unusable input.
+const InvalidDisruptionInputErrorType = "InvalidDisruptionInput"
+
+// DisruptionInput configures the disruption workflow of one cluster; the
+// worker starts it with SignalWithStart. Zero values take the defaults.
+type DisruptionInput struct {
+	Cluster            string                       `json:"cluster"`
+	PollInterval       time.Duration                `json:"pollInterval,omitempty"`
+	ValidationDelay    time.Duration                `json:"validationDelay,omitempty"`
+	ReplacementTimeout time.Duration                `json:"replacementTimeout,omitempty"`
+	MaxCommandsPerPass int                          `json:"maxCommandsPerPass,omitempty"`
+	PassesPerRun       int                          `json:"passesPerRun,omitempty"`
+	Options            activities.DisruptionOptions `json:"options"`
+	// NodeTaskQueue runs node and command workflows; empty means this
+	// workflow's own.
+	NodeTaskQueue string `json:"nodeTaskQueue,omitempty"`
+	// State is carried across continue-as-new; nil on a fresh start.
+	State *DisruptionState `json:"state,omitempty"`
+}
+
+func (in DisruptionInput) withDefaults() DisruptionInput {
+	if in.PollInterval <= 0 {
+		in.PollInterval = DefaultDisruptionPollInterval
+	}
+	if in.ValidationDelay <= 0 {
+		in.ValidationDelay = DefaultValidationDelay
+	}
+	if in.ReplacementTimeout <= 0 {
+		in.ReplacementTimeout = DefaultReplacementTimeout
+	}
+	if in.MaxCommandsPerPass <= 0 {
+		in.MaxCommandsPerPass = DefaultMaxCommandsPerPass
+	}
+	if in.PassesPerRun <= 0 {
+		in.PassesPerRun = DefaultDisruptionPassesPerRun
+	}
+	return in
+}
+
+// Validate names the first unusable field.
+func (in DisruptionInput) Validate() error {
+	if in.Cluster == "" {
+		return fmt.Errorf("disruption input: cluster is empty")
+	}
+	return nil
+}
+
+// disruptionStateVersion versions DisruptionState across continue-as-new.
+const disruptionStateVersion = 1
+
+// DisruptionState is what the disruption workflow carries across
+// continue-as-new: the ledger of running commands (their candidates count as
+// disrupting in every decision, even before anything shows on the Nodes),
+// the pause, and what the last passes did.
+type DisruptionState struct {
+	Version int `json:"version"`
+	// Commands numbers commands for the workflow's whole life; command ids
+	// derive from it.
+	Commands     int64            `json:"commands"`
+	Paused       bool             `json:"paused,omitempty"`
+	PausedBy     string           `json:"pausedBy,omitempty"`
+	PausedReason string           `json:"pausedReason,omitempty"`
+	Running      []RunningCommand `json:"running,omitempty"`
+	Recent       []CommandOutcome `json:"recent,omitempty"`
+	NextPassAt   time.Time        `json:"nextPassAt,omitzero"`
+	LastPass     *DisruptionPass  `json:"lastPass,omitempty"`
+}
+
+// RunningCommand is a command started and not yet reported done.
+type RunningCommand struct {
+	ID      string    `json:"id"`
+	Reason  string    `json:"reason"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+	Started time.Time `json:"started"`
+	// Candidates are the node claims it disrupts.
+	Candidates []string `json:"candidates"`
+}
+
+// DisruptionPass summarises one look at the cluster.
+type DisruptionPass struct {
+	At              time.Time `json:"at"`
+	Commands        int       `json:"commands"`
+	Started         []string  `json:"started,omitempty"`
+	NodesConsidered int       `json:"nodesConsidered"`
+	Candidates      int       `json:"candidates"`
+	Error           string    `json:"error,omitempty"`
+}
+
+// DisruptionStateView answers QueryDisruptionState and UpdatePauseDisruption.
+type DisruptionStateView struct {
+	Cluster      string           `json:"cluster"`
+	Paused       bool             `json:"paused"`
+	PausedBy     string           `json:"pausedBy,omitempty"`
+	PausedReason string           `json:"pausedReason,omitempty"`
+	Running      []RunningCommand `json:"running,omitempty"`
+	Recent       []CommandOutcome `json:"recent,omitempty"`
+	NextPassAt   time.Time        `json:"nextPassAt,omitzero"`
+	LastPass     *DisruptionPass  `json:"lastPass,omitempty"`
+	Commands     int64            `json:"commands"`
+	// Decided is the last pass's answer: the commands it decided (started
+	// or not) and every node's verdict. Not carried across continue-as-new.
+	Decided  []activities.DisruptionCommand `json:"decided,omitempty"`
+	Verdicts []activities.DisruptionVerdict `json:"verdicts,omitempty"`
+	Budgets  []activities.DisruptionBudget  `json:"budgets,omitempty"`
+}
+
+// DisruptionWorkflow decides the voluntary disruptions of one cluster, with
+// id DisruptionWorkflowID(cluster): on a trigger or its poll timer it asks
+// the read-only ComputeCommands activity what to do now, and starts one
+// DisruptionCommandWorkflow per command (abandoned on close, so a command
+// outlives continue-as-new and reports its end by signal). Its state is the
+// budget ledger: the candidates of running commands count as disrupting in
+// every later decision. Paused, it starts no command. It runs forever.
+func DisruptionWorkflow(ctx workflow.Context, input DisruptionInput) error {
+	if err := input.Validate(); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), InvalidDisruptionInputErrorType, nil)
+	}
+	d := newDisruption(ctx, input.withDefaults())
+	if err := workflow.SetQueryHandler(ctx, QueryDisruptionState, d.view); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePauseDisruption, d.handlePause,
+		workflow.UpdateHandlerOptions{Description: "pause or resume disruption"}); err != nil {
+		return err
+	}
+	return d.run()
+}
+
+type disruption struct {
+	ctx        workflow.Context
+	logger     log.Logger
+	input      DisruptionInput
+	firstRunID string
+	state      DisruptionState
+
+	triggers workflow.ReceiveChannel
+	done     workflow.ReceiveChannel
+	wake     workflow.Channel
+	// triggered: a trigger arrived since the last pass.
+	triggered bool
+	// lastAnswer is the last pass's answer, for the state query only.
+	lastAnswer activities.ComputeCommandsResponse
+}
+
+func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
+	d := &disruption{
+		ctx:        ctx,
+		logger:     log.With(workflow.GetLogger(ctx), "cluster", input.Cluster),
+		input:      input,
+		firstRunID: workflow.GetInfo(ctx).FirstRunID,
+		triggers:   workflow.GetSignalChannel(ctx, SignalDisruptionTrigger),
+		done:       workflow.GetSignalChannel(ctx, SignalCommandDone),
+		wake:       workflow.NewBufferedChannel(ctx, 1),
+		state:      DisruptionState{Version: disruptionStateVersion},
+	}
+	if carried := input.State; carried != nil {
+		d.state = *carried
+		d.state.Version = disruptionStateVersion
+	}
+	d.input.State = nil
+	return d
+}
+
+func (d *disruption) run() error {
+	for passes := 1; ; passes++ {
+		d.waitForPass()
+		d.pass()
+		if d.shouldContinueAsNew(passes) {
+			return d.continueAsNew()
+		}
+	}
+}
+
+// waitForPass blocks until the next pass is due and disruption is not
+// paused. A trigger brings a far pass forward to triggerDebounce from now.
+func (d *disruption) waitForPass() {
+	for {
+		now := workflow.Now(d.ctx)
+		if d.state.NextPassAt.IsZero() {
+			d.state.NextPassAt = now.Add(d.input.PollInterval)
+		}
+		if d.triggered && d.state.NextPassAt.After(now.Add(triggerDebounce)) {
+			d.state.NextPassAt = now.Add(triggerDebounce)
+		}
+		if !d.state.Paused && !d.state.NextPassAt.After(now) {
+			d.triggered = false
+			d.state.NextPassAt = time.Time{}
+			return
+		}
+		timerCtx, cancel := workflow.WithCancel(d.ctx)
+		selector := workflow.NewSelector(d.ctx)
+		d.listen(selector)
+		if !d.state.Paused {
+			timer := workflow.NewTimerWithOptions(timerCtx, d.state.NextPassAt.Sub(now), workflow.TimerOptions{Summary: "next disruption pass"})
+			selector.AddFuture(timer, func(workflow.Future) {})
+		}
+		selector.Select(d.ctx)
+		for selector.HasPending() {
+			selector.Select(d.ctx)
+		}
+		cancel()
+	}
+}
+
+func (d *disruption) listen(selector workflow.Selector) {
+	selector.AddReceive(d.triggers, func(c workflow.ReceiveChannel, _ bool) {
+		var trigger DisruptionTrigger
+		c.Receive(d.ctx, &trigger)
+		d.triggered = true
+	})
+	selector.AddReceive(d.done, func(c workflow.ReceiveChannel, _ bool) {
+		var outcome CommandOutcome
+		c.Receive(d.ctx, &outcome)
+		d.commandDone(outcome)
+	})
+	selector.AddReceive(d.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(d.ctx, nil) })
+}
+
+func (d *disruption) absorbPendingSignals() {
+	for {
+		absorbed := false
+		var trigger DisruptionTrigger
+		for d.triggers.ReceiveAsync(&trigger) {
+			d.triggered, absorbed = true, true
+		}
+		var outcome CommandOutcome
+		for d.done.ReceiveAsync(&outcome) {
+			d.commandDone(outcome)
+			absorbed = true
+		}
+		if !absorbed {
+			return
+		}
+	}
+}
+
+func (d *disruption) commandDone(outcome CommandOutcome) {
+	i := slices.IndexFunc(d.state.Running, func(c RunningCommand) bool { return c.ID == outcome.CommandID })
+	if i < 0 {
+		return // reported twice, or forgotten after maxCommandAge
+	}
+	d.state.Running = slices.Delete(d.state.Running, i, i+1)
+	d.logger.Info("Disruption command ended", "command", outcome.CommandID, "result", string(outcome.Result), "detail", outcome.Detail)
+	d.state.Recent = append(d.state.Recent, outcome)
+	if extra := len(d.state.Recent) - maxRecentOutcomes; extra > 0 {
+		d.state.Recent = slices.Clone(d.state.Recent[extra:])
+	}
+	// Its end changes what is disruptable (budget freed, nodes gone).
+	d.triggered = true
+}
+
+// pass asks what to do now and starts a command per decision whose
+// candidates no running command holds.
+func (d *disruption) pass() {
+	now := workflow.Now(d.ctx)
+	d.forgetStaleCommands(now)
+	summary := &DisruptionPass{At: now}
+	d.state.LastPass = summary
+	var answer activities.ComputeCommandsResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, computeCommandsOptions()),
+		activities.ComputeCommandsActivity, d.computeRequest()).Get(d.ctx, &answer)
+	if err != nil {
+		summary.Error = "compute commands: " + err.Error()
+		d.logger.Error("Computing disruption commands failed; retrying at the next pass", "error", err)
+		return
+	}
+	d.lastAnswer = answer
+	summary.Commands, summary.NodesConsidered = len(answer.Commands), answer.NodesConsidered
+	for _, verdict := range answer.Verdicts {
+		if verdict.Candidate {
+			summary.Candidates++
+		}
+	}
+	for _, command := range answer.Commands {
+		if d.state.Paused {
+			return // paused by an update while this pass ran
+		}
+		if d.holdsAny(command) {
+			continue
+		}
+		if id, ok := d.startCommand(command); ok {
+			summary.Started = append(summary.Started, id)
+		}
+	}
+}
+
+// computeRequest tells ComputeCommands what the cluster does not show yet:
+// the nodes running commands hold.
+func (d *disruption) computeRequest() activities.ComputeCommandsRequest {
+	request := activities.ComputeCommandsRequest{Cluster: d.input.Cluster, Options: d.input.Options, MaxCommands: d.input.MaxCommandsPerPass}
+	for _, command := range d.state.Running {
+		for _, claim := range command.Candidates {
+			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, Reserved: true})
+		}
+	}
+	return request
+}
+
+func (d *disruption) holdsAny(command activities.DisruptionCommand) bool {
+	for _, running := range d.state.Running {
+		for _, candidate := range command.Candidates {
+			if slices.Contains(running.Candidates, candidate.NodeClaimName) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startCommand starts the command's workflow and records it in the ledger.
+func (d *disruption) startCommand(command activities.DisruptionCommand) (string, bool) {
+	d.state.Commands++
+	id := DisruptionCommandWorkflowID(d.input.Cluster, d.firstRunID, d.state.Commands)
+	options := workflow.ChildWorkflowOptions{
+		WorkflowID:            id,
+		TaskQueue:             d.taskQueue(),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+	input := CommandInput{
+		Cluster:              d.input.Cluster,
+		DisruptionWorkflowID: workflow.GetInfo(d.ctx).WorkflowExecution.ID,
+		Command:              command,
+		ValidationDelay:      d.input.ValidationDelay,
+		ReplacementTimeout:   d.input.ReplacementTimeout,
+		NodeTaskQueue:        d.taskQueue(),
+		Options:              d.input.Options,
+	}
+	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(d.ctx, options), DisruptionCommandWorkflowType, input)
+	if err := child.GetChildWorkflowExecution().Get(d.ctx, nil); err != nil {
+		d.logger.Error("Could not start a disruption command", "command", id, "error", err)
+		return "", false
+	}
+	running := RunningCommand{ID: id, Reason: string(command.Reason), Kind: string(command.Kind), Message: command.Message, Started: workflow.Now(d.ctx)}
+	for _, candidate := range command.Candidates {
+		running.Candidates = append(running.Candidates, candidate.NodeClaimName)
+	}
+	d.state.Running = append(d.state.Running, running)
+	d.logger.Info("Disruption command started", "command", id, "reason", string(command.Reason), "kind", string(command.Kind), "message", command.Message)
+	return id, true
+}
+
+func (d *disruption) forgetStaleCommands(now time.Time) {
+	d.state.Running = slices.DeleteFunc(d.state.Running, func(c RunningCommand) bool {
+		if now.Sub(c.Started) < maxCommandAge {
+			return false
+		}
+		d.logger.Warn("Forgetting a disruption command that never reported its end", "command", c.ID, "started", c.Started)
+		return true
+	})
+}
+
+func (d *disruption) taskQueue() string {
+	if d.input.NodeTaskQueue != "" {
+		return d.input.NodeTaskQueue
+	}
+	return workflow.GetInfo(d.ctx).TaskQueueName
+}
+
+func (d *disruption) handlePause(_ workflow.Context, request PauseRequest) (DisruptionStateView, error) {
+	if d.state.Paused != request.Paused {
+		d.state.Paused, d.state.PausedBy, d.state.PausedReason = request.Paused, "", ""
+		if request.Paused {
+			d.state.PausedBy, d.state.PausedReason = requesterOrUnknown(request.Requester), request.Reason
+			d.logger.Info("Disruption paused", "by", d.state.PausedBy, "reason", request.Reason)
+		} else {
+			d.logger.Info("Disruption resumed", "by", requesterOrUnknown(request.Requester))
+			d.triggered = true
+		}
+		d.wake.SendAsync(true)
+	}
+	return d.view()
+}
+
+func (d *disruption) view() (DisruptionStateView, error) {
+	return DisruptionStateView{
+		Cluster:      d.input.Cluster,
+		Paused:       d.state.Paused,
+		PausedBy:     d.state.PausedBy,
+		PausedReason: d.state.PausedReason,
+		Running:      d.state.Running,
+		Recent:       d.state.Recent,
+		NextPassAt:   d.state.NextPassAt,
+		LastPass:     d.state.LastPass,
+		Commands:     d.state.Commands,
+		Decided:      d.lastAnswer.Commands,
+		Verdicts:     d.lastAnswer.Verdicts,
+		Budgets:      d.lastAnswer.Budgets,
+	}, nil
+}
+
+func (d *disruption) shouldContinueAsNew(passes int) bool {
+	info := workflow.GetInfo(d.ctx)
+	return passes >= d.input.PassesPerRun || info.GetContinueAsNewSuggested() ||
+		info.GetCurrentHistoryLength() >= provisionerHistoryEventsBeforeContinueAsNew
+}
+
+// continueAsNew carries the ledger once every signal delivered is in it and
+// every update handler has finished.
+func (d *disruption) continueAsNew() error {
+	d.absorbPendingSignals()
+	if err := workflow.Await(d.ctx, func() bool { return workflow.AllHandlersFinished(d.ctx) }); err != nil {
+		return err
+	}
+	next := d.input
+	state := d.state
+	if d.triggered && state.NextPassAt.IsZero() {
+		state.NextPassAt = workflow.Now(d.ctx)
+	}
+	next.State = &state
+	d.logger.Info("Continuing as new", "commands", d.state.Commands, "running", len(d.state.Running))
+	return workflow.NewContinueAsNewError(d.ctx, DisruptionWorkflowType, next)
+}

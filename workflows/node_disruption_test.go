@@ -1,0 +1,124 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/millwright/millwright/activities"
+)
+
+func reserve(h *harness, at time.Duration, commandID string, check func(err error)) {
+	h.at(at, func() {
+		h.env.UpdateWorkflow(UpdateReserve, commandID+"/reserve", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { check(err) },
+			OnComplete: func(_ any, err error) { check(err) },
+		}, ReserveRequest{CommandID: commandID, Reason: string(ReasonUnderutilized), Message: "Underutilized: 2 nodes → 1 m5.large"})
+	})
+}
+
+func TestReservedNodeTerminatesForItsCommand(t *testing.T) {
+	h := newNodeHarness(t)
+	sent := captureSignals(h)
+	reserve(h, time.Hour, testCommandID, func(err error) {
+		if err != nil {
+			t.Errorf("reservation rejected: %v", err)
+		}
+	})
+	reserve(h, time.Hour+time.Second, "disruption/c1/command-other-2", func(err error) {
+		if err == nil || !strings.Contains(err.Error(), "reserved by "+testCommandID) {
+			t.Errorf("a second command's reservation answered %v, want refused naming the holder", err)
+		}
+	})
+	h.signal(time.Hour+time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: "disruption/c1/command-other-2"})
+	h.signal(time.Hour+2*time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID})
+
+	result := h.runNode(nodeSpec(consolidateAfter(time.Hour)), nil)
+	if result.Termination.Reason != ReasonUnderutilized || result.Termination.Requester != testCommandID || !result.Termination.Voluntary {
+		t.Fatalf("termination %+v, want a voluntary Underutilized by the command", result.Termination)
+	}
+	if at := decisionAt(t, h.history(), "Termination requested"); !at.Equal(t0.Add(time.Hour + 2*time.Minute)) {
+		t.Errorf("terminated at t0+%s, want at the holder's commit (t0+1h2m)", at.Sub(t0))
+	}
+	events := sent.named(SignalCommandNodeEvent)
+	if len(events) != 1 || events[0].workflowID != testCommandID || events[0].arg.(CommandNodeEvent).Kind != NodeEventTerminated {
+		t.Errorf("command notices %+v, want one Terminated to the holder", events)
+	}
+}
+
+func TestReservedNodeTakenOverTellsTheCommand(t *testing.T) {
+	h := newNodeHarness(t)
+	sent := captureSignals(h)
+	reserve(h, time.Hour, testCommandID, func(error) {})
+	h.signal(time.Hour+time.Minute, SignalInterruption, Interruption{Kind: InterruptionSpotWarning, EventID: "e-1"})
+	result := h.runNode(nodeSpec(), nil)
+	if result.Termination.Reason != ReasonInterrupted {
+		t.Fatalf("termination %+v, want the interruption to take over", result.Termination)
+	}
+	var kinds []NodeEventKind
+	for _, s := range sent.named(SignalCommandNodeEvent) {
+		kinds = append(kinds, s.arg.(CommandNodeEvent).Kind)
+	}
+	if len(kinds) != 2 || kinds[0] != NodeEventTakenOver || kinds[1] != NodeEventTerminated {
+		t.Errorf("command notices %v, want TakenOver then Terminated", kinds)
+	}
+}
+
+func TestReleasedNodeIsFreeAgain(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	reserve(h, time.Hour, testCommandID, func(error) {})
+	h.signal(time.Hour+time.Minute, SignalDisruptionRelease, CommandSignal{CommandID: testCommandID, Why: "no longer valid"})
+	reserve(h, 2*time.Hour, "disruption/c1/command-other-2", func(err error) {
+		if err != nil {
+			t.Errorf("reservation after release rejected: %v", err)
+		}
+	})
+	h.signal(3*time.Hour, SignalDisruptionCommit, CommandSignal{CommandID: "disruption/c1/command-other-2"})
+	result := h.runNode(nodeSpec(), nil)
+	if result.Termination.Requester != "disruption/c1/command-other-2" {
+		t.Fatalf("termination %+v, want the second command's", result.Termination)
+	}
+	decisionAt(t, h.history(), "Released by disruption command "+testCommandID+": no longer valid")
+}
+
+func TestReplacementTellsItsCommand(t *testing.T) {
+	h := newNodeHarness(t)
+	sent := captureSignals(h)
+	h.signal(time.Hour, SignalDrain, DrainRequest{Reason: "end of test", Requester: "t"})
+	h.runNode(nodeSpec(func(s *activities.NodeLaunchSpec) { s.ReplacementFor = testCommandID }), nil)
+	events := sent.named(SignalCommandNodeEvent)
+	if len(events) != 1 || events[0].arg.(CommandNodeEvent).Kind != NodeEventReady {
+		t.Errorf("command notices %+v, want one Ready", events)
+	}
+}
+
+// TestEmptyNodeLeftToTheDisruptionWorkflowDoesNotPoll: with
+// DisruptionDecidesEmpty an empty node arms no timer and never asks its
+// budget (before, a refused node asked every 10 s); an Empty command takes
+// it.
+func TestEmptyNodeLeftToTheDisruptionWorkflowDoesNotPoll(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	h.env.OnActivity(activities.WaitForInitializationActivity, mock.Anything, mock.Anything).
+		Return(activities.WaitForInitializationResponse{NonDaemonSetPods: 0}, nil)
+	h.at(6*time.Hour, func() {
+		h.env.UpdateWorkflow(UpdateReserve, "r", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("reservation rejected: %v", err) }, OnComplete: func(any, error) {},
+		}, ReserveRequest{CommandID: testCommandID, Reason: string(ReasonEmpty), Message: "Empty: 1 node"})
+	})
+	h.signal(6*time.Hour+time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID})
+	result := h.runNode(nodeSpec(consolidateAfter(30*time.Second), func(s *activities.NodeLaunchSpec) { s.DisruptionDecidesEmpty = true }), nil)
+	if result.Termination.Reason != ReasonEmpty || result.Termination.Requester != testCommandID {
+		t.Fatalf("termination %+v, want Empty by the command", result.Termination)
+	}
+	if n := len(h.rec.calls(activities.AllowDisruptionActivity)); n != 0 {
+		t.Errorf("asked AllowDisruption %d time(s), want never", n)
+	}
+	if !h.rec.hasLog("Triggering termination after 30s for empty node") {
+		t.Errorf("missing the empty-node log line; got %q", h.rec.logLines())
+	}
+}
