@@ -68,18 +68,28 @@ func newDisruptionCommand() *cobra.Command {
 	return command
 }
 
-func runDisruptionPlan(ctx context.Context, out io.Writer, options disruptionOptions) error {
+// dialDisruption checks the flags and connects; the caller closes c and
+// calls cancel.
+func dialDisruption(ctx context.Context, options disruptionOptions) (context.Context, context.CancelFunc, client.Client, string, error) {
 	if options.cluster == "" {
-		return errors.New("--cluster-name: required (or set $MILLWRIGHT_CLUSTER_NAME)")
+		return nil, nil, nil, "", errors.New("--cluster-name: required (or set $MILLWRIGHT_CLUSTER_NAME)")
 	}
 	ctx, cancel := operateContext(ctx, options.timeout)
-	defer cancel()
 	c, err := options.connection.Dial(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, "", err
+	}
+	return ctx, cancel, c, workflows.DisruptionWorkflowID(options.cluster), nil
+}
+
+func runDisruptionPlan(ctx context.Context, out io.Writer, options disruptionOptions) error {
+	ctx, cancel, c, id, err := dialDisruption(ctx, options)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer c.Close()
-	id := workflows.DisruptionWorkflowID(options.cluster)
 	value, err := c.QueryWorkflow(ctx, id, "", workflows.QueryDisruptionState)
 	if err != nil {
 		return temporalError("querying "+id+" (is a worker running for cluster "+options.cluster+"?)", err, options.connection)
@@ -137,17 +147,12 @@ func printDisruptionPlan(out io.Writer, view workflows.DisruptionStateView) {
 }
 
 func runDisruptionPause(ctx context.Context, out io.Writer, options disruptionOptions, paused bool) error {
-	if options.cluster == "" {
-		return errors.New("--cluster-name: required (or set $MILLWRIGHT_CLUSTER_NAME)")
-	}
-	ctx, cancel := operateContext(ctx, options.timeout)
-	defer cancel()
-	c, err := options.connection.Dial(ctx)
+	ctx, cancel, c, id, err := dialDisruption(ctx, options)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer c.Close()
-	id := workflows.DisruptionWorkflowID(options.cluster)
 	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
 		UpdateName:   workflows.UpdatePauseDisruption,
