@@ -19,6 +19,8 @@ import (
 //	DELETE /_admin/faults/throttle
 //	POST   /_admin/faults/capacity                        CapacityFault (add)
 //	DELETE /_admin/faults/capacity                        CapacityFault (remove one) or no body (remove all)
+//	PUT    /_admin/faults/calls                           []CallFault (replace)
+//	DELETE /_admin/faults/calls
 //	GET    /_admin/events/config                          EventConfig
 //	PUT    /_admin/events/config                          EventConfig
 //	POST   /_admin/instances/{id}/spot-interruption       {"terminateAfter": "2m"} → Interruption
@@ -77,6 +79,21 @@ func (e *Emulator) adminHandler() http.Handler {
 			writeAdminError(w, adminErrorf(http.StatusNotFound, "no capacity fault %+v", *c))
 			return
 		}
+		writeJSON(w, http.StatusOK, e.Faults())
+	})
+	mux.HandleFunc("PUT /_admin/faults/calls", func(w http.ResponseWriter, r *http.Request) {
+		var calls []CallFault
+		if !readJSON(w, r, &calls, false) {
+			return
+		}
+		if err := e.SetCallFaults(calls); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, e.Faults())
+	})
+	mux.HandleFunc("DELETE /_admin/faults/calls", func(w http.ResponseWriter, r *http.Request) {
+		e.ClearCallFaults()
 		writeJSON(w, http.StatusOK, e.Faults())
 	})
 	mux.HandleFunc("GET /_admin/events/config", func(w http.ResponseWriter, r *http.Request) {

@@ -104,6 +104,17 @@ func (c *AdminClient) ClearCapacityFaults(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "faults/capacity", nil, nil)
 }
 
+// SetCallFaults replaces the call faults (errors, latency, lost and held
+// responses).
+func (c *AdminClient) SetCallFaults(ctx context.Context, faults []CallFault) error {
+	return c.do(ctx, http.MethodPut, "faults/calls", faults, nil)
+}
+
+// ClearCallFaults removes every call fault.
+func (c *AdminClient) ClearCallFaults(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "faults/calls", nil, nil)
+}
+
 // EventConfig returns where events go.
 func (c *AdminClient) EventConfig(ctx context.Context) (*EventConfig, error) {
 	var cfg EventConfig

@@ -298,8 +298,15 @@ func (e *Emulator) serveEC2(w http.ResponseWriter, r *http.Request) {
 		ec2query.WriteError(w, requestID, fault)
 		return
 	}
-	e.advance()
-	body, err := handler(e, &ec2Call{Request: req, RequestID: requestID})
+	apply := func() (any, error) {
+		e.advance()
+		return handler(e, &ec2Call{Request: req, RequestID: requestID})
+	}
+	if fault, ok := e.faults.callFaultFor(req.Action); ok {
+		e.serveFaulted(fault, w, requestID, req.Action, apply)
+		return
+	}
+	body, err := apply()
 	if err != nil {
 		ec2query.WriteError(w, requestID, ec2query.AsError(err))
 		return

@@ -58,16 +58,24 @@ func (c CapacityFault) matches(instanceType, zoneName, capacityType string) bool
 type Faults struct {
 	Throttle *ThrottleFault  `json:"throttle,omitempty"`
 	Capacity []CapacityFault `json:"capacity,omitempty"`
+	Calls    []CallFault     `json:"calls,omitempty"`
+	// Injected counts the calls each call fault fired for, by "kind
+	// action" (e.g. "lost-response CreateFleet"), since the emulator
+	// started.
+	Injected map[string]int `json:"injected,omitempty"`
 }
 
 // faults holds the injected faults behind its own lock: throttling is decided
 // before a request touches the account.
 type faults struct {
-	mu       sync.Mutex
-	throttle *ThrottleFault
-	rng      *rand.Rand
-	calls    int
-	capacity []CapacityFault
+	mu         sync.Mutex
+	throttle   *ThrottleFault
+	rng        *rand.Rand
+	calls      int
+	capacity   []CapacityFault
+	callFaults []installedCallFault
+	injected   map[string]int
+	held       map[string]int
 }
 
 // throttleCheck decides whether this call is throttled.
@@ -106,6 +114,15 @@ func (f *faults) snapshot() Faults {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := Faults{Capacity: append([]CapacityFault(nil), f.capacity...)}
+	for _, c := range f.callFaults {
+		out.Calls = append(out.Calls, c.CallFault)
+	}
+	if len(f.injected) > 0 {
+		out.Injected = map[string]int{}
+		for k, v := range f.injected {
+			out.Injected[k] = v
+		}
+	}
 	if f.throttle != nil {
 		t := *f.throttle
 		out.Throttle = &t

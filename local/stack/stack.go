@@ -47,6 +47,10 @@ type Options struct {
 	TemporalAddr string
 	UIAddr       string
 	DisableUI    bool
+	// ExternalTemporal leaves Temporal out: the caller runs the server
+	// itself (the chaos harness runs it as a process it can SIGKILL and
+	// restart on the same database); Stack.Temporal is then nil.
+	ExternalTemporal bool
 	// EmulatorAddr is where the EC2/SQS emulator listens (default
 	// 127.0.0.1:0, a free port).
 	EmulatorAddr string
@@ -91,17 +95,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}()
 
-	s.logger.Info("starting Temporal")
-	s.Temporal, err = temporal.Start(ctx, temporal.Options{
-		StateDir:         filepath.Join(opts.StateDir, "temporal"),
-		Ephemeral:        opts.Ephemeral,
-		FrontendAddr:     opts.TemporalAddr,
-		UIAddr:           opts.UIAddr,
-		DisableUI:        opts.DisableUI,
-		SearchAttributes: workflows.SearchAttributeTypes(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("local stack: Temporal: %w", err)
+	if !opts.ExternalTemporal {
+		s.logger.Info("starting Temporal")
+		s.Temporal, err = temporal.Start(ctx, temporal.Options{
+			StateDir:         filepath.Join(opts.StateDir, "temporal"),
+			Ephemeral:        opts.Ephemeral,
+			FrontendAddr:     opts.TemporalAddr,
+			UIAddr:           opts.UIAddr,
+			DisableUI:        opts.DisableUI,
+			SearchAttributes: workflows.SearchAttributeTypes(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("local stack: Temporal: %w", err)
+		}
 	}
 
 	s.logger.Info("starting the Kubernetes control plane")

@@ -1,0 +1,316 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/harness/driver"
+	"github.com/millwright/millwright/local/stack/stacktest"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/workflows"
+)
+
+// Invariants the checker counts violations of.
+const (
+	InvariantLeakedInstance    = "leaked-instance"
+	InvariantDuplicateLaunch   = "duplicate-launch"
+	InvariantPDBViolation      = "pdb-violation"
+	InvariantPodNotRunning     = "pod-not-running"
+	InvariantStuckWorkflow     = "stuck-node-workflow"
+	InvariantWorkflowTaskFail  = "workflow-task-failure"
+	InvariantBudgetExceeded    = "budget-exceeded"
+	InvariantInstancesLeftOver = "instances-left-after-cleanup"
+)
+
+// Invariants lists them in report order.
+var Invariants = []string{
+	InvariantLeakedInstance, InvariantDuplicateLaunch, InvariantPDBViolation, InvariantPodNotRunning,
+	InvariantStuckWorkflow, InvariantWorkflowTaskFail, InvariantBudgetExceeded, InvariantInstancesLeftOver,
+}
+
+// gcGrace is how long a live instance may run without an open node
+// workflow before it counts as leaked (Karpenter's garbage collection
+// waits about as long).
+const gcGrace = 2 * time.Minute
+
+// checker samples the invariants during the run and checks them all after
+// quiescence; every violation goes to the history once per subject.
+type checker struct {
+	s       *driver.Stack
+	history *History
+	nemesis *nemesis
+
+	mu         sync.Mutex
+	violations map[string]map[string]bool // invariant → subjects
+	orphans    map[string]time.Time       // instance → first seen without an open workflow
+}
+
+func newChecker(s *driver.Stack, history *History, n *nemesis) *checker {
+	return &checker{s: s, history: history, nemesis: n, violations: map[string]map[string]bool{}, orphans: map[string]time.Time{}}
+}
+
+func (c *checker) violate(invariant, subject string, fields ...any) {
+	c.mu.Lock()
+	if c.violations[invariant] == nil {
+		c.violations[invariant] = map[string]bool{}
+	}
+	first := !c.violations[invariant][subject]
+	c.violations[invariant][subject] = true
+	c.mu.Unlock()
+	if first {
+		c.history.Record(KindViolation, invariant, append([]any{"subject", subject}, fields...)...)
+	}
+}
+
+// Counts are the violations by invariant (each subject once).
+func (c *checker) Counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, inv := range Invariants {
+		out[inv] = len(c.violations[inv])
+	}
+	return out
+}
+
+// Subjects are the violating subjects of an invariant, sorted.
+func (c *checker) Subjects(invariant string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for s := range c.violations[invariant] {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// openWorkflows are the running node workflows of the pool by id.
+func (c *checker) openWorkflows(ctx context.Context) (map[string]stacktest.NodeWorkflow, error) {
+	open, err := stacktest.ListNodeWorkflows(ctx, c.s.Temporal, c.s.Namespace, stacktest.PoolQuery(poolName)+" AND ExecutionStatus = 'Running'")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]stacktest.NodeWorkflow{}
+	for _, wf := range open {
+		out[wf.ID] = wf
+	}
+	return out, nil
+}
+
+// sample checks what can be checked while the faults go on: duplicates,
+// instances orphaned longer than the GC grace, PDBs, budgets.
+func (c *checker) sample(ctx context.Context, pdbsSettled bool) {
+	open, err := c.openWorkflows(ctx)
+	if err != nil {
+		c.history.Record(KindObservation, "sample-error", "error", err)
+		return
+	}
+	c.checkInstances(open, gcGrace)
+	if pdbsSettled && time.Now().After(c.nemesis.involuntaryUntil()) {
+		c.checkPDBs(ctx)
+	}
+	c.checkBudget(open)
+	c.history.Record(KindObservation, "sample", "openNodeWorkflows", len(open), "liveInstances", len(c.s.Emulator().State().LiveInstances()))
+}
+
+// checkInstances: at most one instance per node claim ever; no live
+// instance without an open node workflow for longer than grace.
+func (c *checker) checkInstances(open map[string]stacktest.NodeWorkflow, grace time.Duration) {
+	cluster := c.s.Local.ClusterName()
+	perClaim := map[string][]string{}
+	state := c.s.Emulator().State()
+	for _, i := range state.Instances {
+		if i.Tags[apisv1.TagNodePool] != poolName {
+			continue
+		}
+		claim := i.Tags[apisv1.TagNodeClaim]
+		perClaim[claim] = append(perClaim[claim], i.ID)
+	}
+	for claim, ids := range perClaim {
+		if len(ids) > 1 {
+			c.violate(InvariantDuplicateLaunch, claim, "instances", ids)
+		}
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := map[string]bool{}
+	for _, i := range state.LiveInstances() {
+		if i.Tags[apisv1.TagNodePool] != poolName {
+			continue
+		}
+		live[i.ID] = true
+		if _, ok := open[workflows.NodeWorkflowID(cluster, i.Tags[apisv1.TagNodeClaim])]; ok {
+			delete(c.orphans, i.ID)
+			continue
+		}
+		first, seen := c.orphans[i.ID]
+		if !seen {
+			c.orphans[i.ID] = now
+			first = now
+		}
+		if now.Sub(first) >= grace {
+			c.mu.Unlock()
+			c.violate(InvariantLeakedInstance, i.ID, "nodeClaim", i.Tags[apisv1.TagNodeClaim], "state", i.State, "orphanedFor", now.Sub(first).Round(time.Second).String())
+			c.mu.Lock()
+		}
+	}
+	for id := range c.orphans {
+		if !live[id] {
+			delete(c.orphans, id)
+		}
+	}
+}
+
+// checkPDBs: a budget's healthy pods never below its desired count while
+// no involuntary disruption (a spot storm) is under way.
+func (c *checker) checkPDBs(ctx context.Context) {
+	pdbs, err := c.s.Kube.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pdbs.Items {
+		if p.Status.ObservedGeneration == p.Generation && p.Status.ExpectedPods > 0 && p.Status.CurrentHealthy < p.Status.DesiredHealthy {
+			c.violate(InvariantPDBViolation, fmt.Sprintf("%s@%s", p.Name, time.Now().Format(time.RFC3339)),
+				"currentHealthy", p.Status.CurrentHealthy, "desiredHealthy", p.Status.DesiredHealthy)
+		}
+	}
+}
+
+// checkBudget: voluntary disruptions under way never exceed the pool's
+// budget of its nodes.
+func (c *checker) checkBudget(open map[string]stacktest.NodeWorkflow) {
+	var total, disrupting int
+	var who []string
+	for _, wf := range open {
+		total++
+		voluntary := wf.TerminationReason == string(workflows.ReasonEmpty) || wf.TerminationReason == string(workflows.ReasonExpired)
+		if voluntary && (wf.Phase == string(workflows.PhaseDraining) || wf.Phase == string(workflows.PhaseTerminating)) {
+			disrupting++
+			who = append(who, wf.ID)
+		}
+	}
+	allowed := int(math.Ceil(float64(total) * budgetPercent / 100))
+	if disrupting > allowed {
+		sort.Strings(who)
+		c.violate(InvariantBudgetExceeded, strings.Join(who, ","), "disrupting", disrupting, "allowed", allowed, "nodes", total)
+	}
+}
+
+// final checks everything after healing and quiescence.
+func (c *checker) final(ctx context.Context) error {
+	open, err := c.openWorkflows(ctx)
+	if err != nil {
+		return err
+	}
+	// Quiescent: no grace any more.
+	c.checkInstances(open, 0)
+	c.checkBudget(open)
+	for id, wf := range open {
+		if wf.Phase != string(workflows.PhaseReady) {
+			c.violate(InvariantStuckWorkflow, id, "phase", wf.Phase)
+		}
+	}
+	deployments, err := c.s.Kube.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, d := range deployments.Items {
+		want := int32(0)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		pods, err := stacktest.WaitPodsAvailable(ctx, c.s.Kube, namespace, "app="+d.Name, int(want), time.Second)
+		if err != nil {
+			for i := len(pods); i < int(want); i++ {
+				c.violate(InvariantPodNotRunning, fmt.Sprintf("%s#%d", d.Name, i), "running", len(pods), "want", want)
+			}
+		}
+	}
+	return nil
+}
+
+// allQuiet reports whether the system settled: every deployment's pods
+// available, every open node workflow Ready, no live instance without an
+// open node workflow.
+func (c *checker) allQuiet(ctx context.Context) (bool, string) {
+	open, err := c.openWorkflows(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	for id, wf := range open {
+		if wf.Phase != string(workflows.PhaseReady) {
+			return false, fmt.Sprintf("%s in %s", id, wf.Phase)
+		}
+	}
+	cluster := c.s.Local.ClusterName()
+	for _, i := range c.s.Emulator().State().LiveInstances() {
+		if _, ok := open[workflows.NodeWorkflowID(cluster, i.Tags[apisv1.TagNodeClaim])]; !ok && i.Tags[apisv1.TagNodePool] == poolName {
+			return false, "instance " + i.ID + " without an open workflow"
+		}
+	}
+	deployments, err := c.s.Kube.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, d := range deployments.Items {
+		if d.Spec.Replicas != nil && d.Status.AvailableReplicas != *d.Spec.Replicas {
+			return false, fmt.Sprintf("deployment %s %d/%d available", d.Name, d.Status.AvailableReplicas, *d.Spec.Replicas)
+		}
+	}
+	return true, ""
+}
+
+// workflowTaskFailures reads every node workflow's history (every run) and
+// the provisioner's, and counts WorkflowTaskFailed events (non-determinism,
+// panics); a killed worker's task times out instead, which is fine.
+func (c *checker) workflowTaskFailures(ctx context.Context) error {
+	var token []byte
+	query := fmt.Sprintf("%s = '%s' OR WorkflowId = '%s'", workflows.NodePoolAttribute.GetName(), poolName, workflows.ProvisionerWorkflowID(c.s.Local.ClusterName()))
+	for {
+		resp, err := c.s.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: c.s.Namespace, Query: query, NextPageToken: token})
+		if err != nil {
+			return err
+		}
+		for _, info := range resp.Executions {
+			id, run := info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId()
+			iter := c.s.Temporal.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for iter.HasNext() {
+				event, err := iter.Next()
+				if err != nil {
+					return fmt.Errorf("history of %s: %w", id, err)
+				}
+				if attrs, ok := event.GetAttributes().(*historypb.HistoryEvent_WorkflowTaskFailedEventAttributes); ok {
+					a := attrs.WorkflowTaskFailedEventAttributes
+					c.violate(InvariantWorkflowTaskFail, fmt.Sprintf("%s/%s#%d", id, run, event.GetEventId()),
+						"cause", a.GetCause().String(), "message", a.GetFailure().GetMessage())
+				}
+			}
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return nil
+		}
+	}
+}
+
+// lifecycles counts the pool's node workflows that completed.
+func lifecycles(ctx context.Context, s *driver.Stack) (int, error) {
+	resp, err := s.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: s.Namespace, Query: stacktest.PoolQuery(poolName) + " AND ExecutionStatus = 'Completed'",
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.GetCount()), nil
+}
