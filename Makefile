@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 45m
 PKGS := ./...
 WORKLOADS ?= ../shared/benchmarks
 
-.PHONY: all build test test-prereqs bench lint demo plan-demo dev tools ci-prereqs generate
+.PHONY: all build test test-prereqs bench chaos scale lint demo plan-demo dev tools ci-prereqs generate
 
 all: build
 
@@ -32,6 +32,30 @@ test-prereqs:
 ## bench: packer benchmarks at 1,000 / 5,000 / 10,000 pods.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./model/packer/...
+
+# SEED and LIFECYCLES tune `make chaos`; CHAOS_FLAGS adds any -chaos.* flag
+# (harness/chaos/chaos_test.go).
+SEED ?= 1
+LIFECYCLES ?= 1000
+CHAOS_FLAGS ?=
+
+## chaos: the chaos suite on the real binaries (two workers, Temporal restarted on its
+## database, EC2 faults, spot storms, kube-apiserver restarts) until LIFECYCLES node
+## lifecycles completed; prints every invariant counter (all must be 0). `make test`
+## runs a 100-lifecycle version.
+chaos: tools
+	$(GO) test -timeout 4h -count=1 -v -run '^TestChaos$$' ./harness/chaos/ \
+		-args -chaos.seed=$(SEED) -chaos.lifecycles=$(LIFECYCLES) -chaos.timeout=3h $(CHAOS_FLAGS)
+
+# SCENARIOS picks `make scale`'s scenarios (comma-separated; default all).
+SCENARIOS ?= all
+
+## scale: the scale benchmark on the local stack with two workers: each scenario's
+## workload created at once, time to Running, nodes, $/h, utilization, latencies,
+## scale to zero, worker memory, history sizes. `make test` runs the smallest once
+## for correctness only.
+scale: tools
+	$(GO) test -timeout 3h -count=1 -v -run '^TestScale$$' ./harness/scale/ -args -scale.scenarios=$(SCENARIOS)
 
 ## generate: regenerate deepcopy code and the CRDs from model/apis/v1.
 generate:

@@ -151,3 +151,14 @@ func (e *Emulator) State() *State {
 	sort.SliceStable(st.Instances, func(i, j int) bool { return st.Instances[i].LaunchTime.Before(st.Instances[j].LaunchTime) })
 	return st
 }
+
+// HourlyPrice is what one instance of the offering costs per hour in the
+// emulated account: the catalog's on-demand price, or the simulated spot
+// price of the zone. False for a type not in the catalog.
+func (e *Emulator) HourlyPrice(instanceType, zone, capacityType string) (float64, bool) {
+	it, ok := e.opts.Catalog.Get(instanceType)
+	if !ok {
+		return 0, false
+	}
+	return e.world.poolPrice(it, zone, capacityType), true
+}

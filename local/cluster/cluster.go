@@ -398,6 +398,13 @@ func (c *Cluster) connect(ctx context.Context) error {
 	return nil
 }
 
+// extraArg is one flag of a kwokctl component patch.
+type extraArg struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Override bool   `json:"override"`
+}
+
 // kwokctlConfig is the KwokctlConfiguration handed to `kwokctl --config`. Every
 // binary is a local file, so kwokctl never downloads; every listener is on
 // 127.0.0.1 at a port we chose; and the kwok controller manages only Nodes
@@ -405,11 +412,6 @@ func (c *Cluster) connect(ctx context.Context) error {
 // --manage-all-nodes=true). The default node and pod stages are left to kwokctl,
 // which writes them into the cluster's kwok.yaml when no Stage is configured.
 func kwokctlConfig(tools *Tools, ports []int, cacheDir string) ([]byte, error) {
-	type extraArg struct {
-		Key      string `json:"key"`
-		Value    string `json:"value"`
-		Override bool   `json:"override"`
-	}
 	type componentPatch struct {
 		Name      string     `json:"name"`
 		ExtraArgs []extraArg `json:"extraArgs"`
@@ -447,6 +449,16 @@ func kwokctlConfig(tools *Tools, ports []int, cacheDir string) ([]byte, error) {
 				{Key: "manage-all-nodes", Value: "false", Override: true},
 				{Key: "manage-nodes-with-annotation-selector", Value: FakeNodeAnnotation + "=" + FakeNodeAnnotationValue},
 			},
+		}, {
+			// A production control plane's client rates, not the defaults
+			// (20 QPS for the controller manager, 50 for the scheduler):
+			// the ReplicaSet controller would create 1,000 pods in ~50 s and
+			// hide Millwright's own latency.
+			Name:      "kube-controller-manager",
+			ExtraArgs: clientRateArgs(controlPlaneQPS, controlPlaneBurst),
+		}, {
+			Name:      "kube-scheduler",
+			ExtraArgs: clientRateArgs(controlPlaneQPS, controlPlaneBurst),
 		}},
 	}
 	out, err := yaml.Marshal(doc)
@@ -454,6 +466,22 @@ func kwokctlConfig(tools *Tools, ports []int, cacheDir string) ([]byte, error) {
 		return nil, fmt.Errorf("encoding kwokctl config: %w", err)
 	}
 	return out, nil
+}
+
+// controlPlaneQPS and controlPlaneBurst are the controller manager's and
+// the scheduler's client rates (--kube-api-qps, --kube-api-burst), as large
+// production clusters set them.
+const (
+	controlPlaneQPS   = 300
+	controlPlaneBurst = 500
+)
+
+// clientRateArgs are a component's --kube-api-qps and --kube-api-burst.
+func clientRateArgs(qps, burst int) []extraArg {
+	return []extraArg{
+		{Key: "kube-api-qps", Value: strconv.Itoa(qps), Override: true},
+		{Key: "kube-api-burst", Value: strconv.Itoa(burst), Override: true},
+	}
 }
 
 // freeLocalPorts asks the kernel for n distinct free ports on 127.0.0.1. All

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -372,6 +374,7 @@ func TestKwokRunsDefaultStagesForAnnotatedNodesOnly(t *testing.T) {
 	}
 	stages := map[string]bool{}
 	var kwokArgs []string
+	componentArgs := map[string]string{}
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
 		var obj struct {
 			Kind       string            `json:"kind"`
@@ -389,6 +392,7 @@ func TestKwokRunsDefaultStagesForAnnotatedNodesOnly(t *testing.T) {
 			stages[obj.Metadata.Name] = true
 		case "KwokctlConfiguration":
 			for _, comp := range obj.Components {
+				componentArgs[comp.Name] = strings.Join(comp.Args, " ")
 				if comp.Name == "kwok-controller" {
 					kwokArgs = comp.Args
 				}
@@ -408,6 +412,38 @@ func TestKwokRunsDefaultStagesForAnnotatedNodesOnly(t *testing.T) {
 	}
 	if strings.Contains(args, "--manage-all-nodes=true") {
 		t.Errorf("kwok-controller still manages all nodes: %q", args)
+	}
+	// A production control plane's client rates.
+	for _, component := range []string{"kube-controller-manager", "kube-scheduler"} {
+		for _, want := range []string{"--kube-api-qps=300", "--kube-api-burst=500"} {
+			if !strings.Contains(componentArgs[component], want) {
+				t.Errorf("%s args %q lack %s", component, componentArgs[component], want)
+			}
+		}
+	}
+}
+
+// The chaos suite restarts the apiserver: it comes back on the same port
+// with the same state.
+func TestRestartComponentRestartsTheAPIServer(t *testing.T) {
+	c := requireCluster(t)
+	ctx := t.Context()
+	name := "restart-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.componentPIDs()
+	if err := c.RestartComponent(ctx, ComponentKubeAPIServer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Clientset().CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace %s after the restart: %v", name, err)
+	}
+	if after := c.componentPIDs(); slices.Equal(before, after) {
+		t.Errorf("component pids unchanged by the restart: %v", after)
+	}
+	if err := c.RestartComponent(ctx, "no-such-component"); err == nil {
+		t.Error("restarting an unknown component succeeded")
 	}
 }
 
