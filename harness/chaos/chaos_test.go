@@ -113,9 +113,9 @@ func TestChaos(t *testing.T) {
 		case <-churnTick.C:
 			churn.step(ctx)
 		case <-sampleTick.C:
+			n.supervise(ctx)
 			if !pdbsSettled {
-				quiet, _ := c.allQuiet(ctx)
-				pdbsSettled = quiet
+				pdbsSettled = c.pdbDeploymentsAvailable(ctx)
 			}
 			c.sample(ctx, pdbsSettled)
 			if got, err := lifecycles(ctx, s); err == nil {

@@ -272,6 +272,18 @@ func (c *checker) allQuiet(ctx context.Context) (bool, string) {
 	return true, ""
 }
 
+// pdbDeploymentsAvailable reports whether the PDBs' deployments have all
+// their pods available: from then on the PDBs are checked.
+func (c *checker) pdbDeploymentsAvailable(ctx context.Context) bool {
+	for _, name := range []string{pdbZeroDeployment, pdbMinusDeployment} {
+		d, err := c.s.Kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.Spec.Replicas == nil || d.Status.AvailableReplicas != *d.Spec.Replicas {
+			return false
+		}
+	}
+	return true
+}
+
 // workflowTaskFailures reads every node workflow's history (every run) and
 // the provisioner's, and counts WorkflowTaskFailed events (non-determinism,
 // panics); a killed worker's task times out instead, which is fine.

@@ -78,10 +78,12 @@ type nemesis struct {
 	stormUntil time.Time
 	// faults counts the faults injected by kind.
 	faults map[string]int
+	// restarting are the workers killed whose restart is pending.
+	restarting map[int]bool
 }
 
 func newNemesis(s *driver.Stack, seed int64, history *History) *nemesis {
-	return &nemesis{s: s, rng: rand.New(rand.NewSource(seed)), seed: seed, history: history, faults: map[string]int{}}
+	return &nemesis{s: s, rng: rand.New(rand.NewSource(seed)), seed: seed, history: history, faults: map[string]int{}, restarting: map[int]bool{}}
 }
 
 func (n *nemesis) record(kind string, fields ...any) {
@@ -210,6 +212,13 @@ func (n *nemesis) findRunning(ctx context.Context, activity string, late bool) (
 // kill SIGKILLs worker i and starts it again after a random pause.
 func (n *nemesis) kill(i int, kind string, fields ...any) {
 	w := n.s.Workers[i]
+	n.mu.Lock()
+	if n.restarting[i] {
+		n.mu.Unlock()
+		return
+	}
+	n.restarting[i] = true
+	n.mu.Unlock()
 	pid := w.PID()
 	err := w.Kill()
 	pause := time.Duration(1+n.rng.Intn(5)) * time.Second
@@ -220,7 +229,25 @@ func (n *nemesis) kill(i int, kind string, fields ...any) {
 		time.Sleep(pause)
 		err := w.Start(context.Background())
 		n.history.Record(KindHeal, "worker-started", "worker", w.Name, "pid", w.PID(), "error", err)
+		n.mu.Lock()
+		delete(n.restarting, i)
+		n.mu.Unlock()
 	}()
+}
+
+// supervise starts again a worker that exited without being killed by the
+// nemesis (as the Deployment's kubelet would), and records it.
+func (n *nemesis) supervise(ctx context.Context) {
+	for i, w := range n.s.Workers {
+		n.mu.Lock()
+		pending := n.restarting[i]
+		n.mu.Unlock()
+		if pending || w.Running() {
+			continue
+		}
+		err := w.Start(ctx)
+		n.history.Record(KindObservation, "worker-exited-and-restarted", "worker", w.Name, "pid", w.PID(), "error", err)
+	}
 }
 
 // randomFault injects one fault drawn from the generator; faults that last

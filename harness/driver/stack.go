@@ -279,19 +279,27 @@ type binaries struct{ worker, temporal string }
 // build builds the worker and the Temporal server command of this checkout
 // into dir.
 func build(dir string) (binaries, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := buildCommands(dir, "./worker", "./harness/cmd/temporal"); err != nil {
 		return binaries{}, err
+	}
+	return binaries{worker: filepath.Join(dir, "worker"), temporal: filepath.Join(dir, "temporal")}, nil
+}
+
+// buildCommands runs go build of packages (module-relative) into dir.
+func buildCommands(dir string, packages ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		return binaries{}, err
+		return err
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./harness/cmd/temporal")
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, packages...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return binaries{}, fmt.Errorf("go build ./worker ./harness/cmd/temporal: %w\n%s", err, out)
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(packages, " "), err, out)
 	}
-	return binaries{worker: filepath.Join(dir, "worker"), temporal: filepath.Join(dir, "temporal")}, nil
+	return nil
 }
 
 // moduleRoot is the directory of this module's go.mod.

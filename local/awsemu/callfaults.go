@@ -1,6 +1,7 @@
 package awsemu
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -141,7 +142,10 @@ func (e *Emulator) HeldCalls() map[string]int {
 }
 
 // serveFaulted runs an EC2 call under the call fault that fired for it.
-func (e *Emulator) serveFaulted(fault CallFault, w http.ResponseWriter, requestID string, action string, apply func() (any, error)) {
+// A call held by a latency fault whose caller went away meanwhile (ctx
+// ended: the connection closed) is not applied, as a request that never
+// reached EC2.
+func (e *Emulator) serveFaulted(ctx context.Context, fault CallFault, w http.ResponseWriter, requestID string, action string, apply func() (any, error)) {
 	switch fault.Kind {
 	case CallFaultError:
 		ec2query.WriteError(w, requestID, internalError())
@@ -150,6 +154,9 @@ func (e *Emulator) serveFaulted(fault CallFault, w http.ResponseWriter, requestI
 		e.faults.holding(HeldBefore+action, 1)
 		time.Sleep(time.Duration(fault.Latency))
 		e.faults.holding(HeldBefore+action, -1)
+		if ctx.Err() != nil {
+			return
+		}
 	}
 	body, err := apply()
 	switch {

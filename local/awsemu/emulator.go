@@ -303,7 +303,7 @@ func (e *Emulator) serveEC2(w http.ResponseWriter, r *http.Request) {
 		return handler(e, &ec2Call{Request: req, RequestID: requestID})
 	}
 	if fault, ok := e.faults.callFaultFor(req.Action); ok {
-		e.serveFaulted(fault, w, requestID, req.Action, apply)
+		e.serveFaulted(r.Context(), fault, w, requestID, req.Action, apply)
 		return
 	}
 	body, err := apply()
