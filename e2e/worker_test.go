@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/millwright/millwright/harness/driver"
 )
 
 // workerReadyLine is what the worker logs once its informers synced, its
@@ -67,21 +69,9 @@ func (w *workerProcess) args() []string {
 }
 
 // environ is the test's environment without anything that would point the
-// worker elsewhere (a developer's AWS profile, KUBECONFIG, TEMPORAL_*), plus
-// the emulator's static credentials: AWS SDKs read them from the
-// environment, there is no flag.
-func (w *workerProcess) environ() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "AWS_") || strings.HasPrefix(name, "TEMPORAL_") ||
-			strings.HasPrefix(name, "MILLWRIGHT_") || name == "KUBECONFIG" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true")
-}
+// worker elsewhere, plus the emulator's static credentials (the harnesses'
+// workers get the same).
+func (w *workerProcess) environ() []string { return driver.WorkerEnviron() }
 
 // launch starts a worker process and waits until it logs that it is ready.
 // It fails if one is already running.

@@ -44,17 +44,8 @@ func TestChaos(t *testing.T) {
 		t.Skip("needs the local stack (not with -short)")
 	}
 	began := time.Now()
-	stateDir, err := os.MkdirTemp("", "millwright-chaos-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || *keepFlag {
-			t.Logf("logs and history kept in %s", stateDir)
-			return
-		}
-		_ = os.RemoveAll(stateDir)
-	})
+	s := driver.StartForTest(t, "millwright-chaos-", *keepFlag, driver.Options{})
+	stateDir := s.StateDir()
 	historyPath := *historyFlag
 	if historyPath == "" {
 		historyPath = filepath.Join(stateDir, "chaos-history.jsonl")
@@ -66,17 +57,7 @@ func TestChaos(t *testing.T) {
 	defer history.Close()
 
 	ctx := context.Background()
-	s, err := driver.Start(ctx, driver.Options{StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Log("stopping the stack:", err)
-		}
-	}()
-	t.Logf("stack up in %s (two workers, Temporal pid %d on %s); seed %d, %d lifecycles",
-		time.Since(began).Round(time.Second), s.TemporalProc.PID(), s.TemporalAddr, *seedFlag, *lifecyclesFlag)
+	t.Logf("seed %d, %d lifecycles", *seedFlag, *lifecyclesFlag)
 	history.Record(KindPhase, "run", "seed", *seedFlag, "lifecycles", *lifecyclesFlag, "stateDir", stateDir)
 	if err := setUpWorkload(ctx, s); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			Name:      fmt.Sprintf("worker-%d", i),
 			Binary:    bins.worker,
 			Args:      append(s.workerArgs(metrics), opts.WorkerArgs...),
-			Env:       workerEnviron(),
+			Env:       WorkerEnviron(),
 			LogPath:   filepath.Join(opts.StateDir, fmt.Sprintf("worker-%d.log", i)),
 			ReadyLine: workerReadyLine,
 		})
@@ -198,9 +198,11 @@ func (s *Stack) workerArgs(metricsAddr string) []string {
 	}
 }
 
-// workerEnviron is the harness's environment without anything that would
-// point a worker elsewhere, plus the emulator's static credentials.
-func workerEnviron() []string {
+// WorkerEnviron is this process's environment without anything that would
+// point a worker elsewhere (a developer's AWS profile, KUBECONFIG,
+// TEMPORAL_*, MILLWRIGHT_*), plus the emulator's static credentials: AWS
+// SDKs read them from the environment, there is no flag.
+func WorkerEnviron() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

@@ -58,29 +58,8 @@ func TestScale(t *testing.T) {
 			t.Fatalf("-scale.scenarios: no scenario %q (have basic, mixed, anti-affinity, 5000, ci, all)", name)
 		}
 	}
-	stateDir, err := os.MkdirTemp("", "millwright-scale-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || *keepFlag {
-			t.Logf("logs kept in %s", stateDir)
-			return
-		}
-		_ = os.RemoveAll(stateDir)
-	})
 	ctx := context.Background()
-	began := time.Now()
-	s, err := driver.Start(ctx, driver.Options{StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Log("stopping the stack:", err)
-		}
-	}()
-	t.Logf("stack up with two workers in %s", time.Since(began).Round(time.Second))
+	s := driver.StartForTest(t, "millwright-scale-", *keepFlag, driver.Options{})
 	if err := stacktest.ApplyObject(ctx, s.Dynamic, planning.NodePoolResource, nodePool()); err != nil {
 		t.Fatal(err)
 	}
