@@ -455,10 +455,10 @@ func kwokctlConfig(tools *Tools, ports []int, cacheDir string) ([]byte, error) {
 			// the ReplicaSet controller would create 1,000 pods in ~50 s and
 			// hide Millwright's own latency.
 			Name:      "kube-controller-manager",
-			ExtraArgs: clientRateArgs(controlPlaneQPS, controlPlaneBurst),
+			ExtraArgs: singleInstanceArgs(controlPlaneQPS, controlPlaneBurst),
 		}, {
 			Name:      "kube-scheduler",
-			ExtraArgs: clientRateArgs(controlPlaneQPS, controlPlaneBurst),
+			ExtraArgs: singleInstanceArgs(controlPlaneQPS, controlPlaneBurst),
 		}},
 	}
 	out, err := yaml.Marshal(doc)
@@ -476,11 +476,15 @@ const (
 	controlPlaneBurst = 500
 )
 
-// clientRateArgs are a component's --kube-api-qps and --kube-api-burst.
-func clientRateArgs(qps, burst int) []extraArg {
+// singleInstanceArgs are the controller manager's and the scheduler's
+// --kube-api-qps and --kube-api-burst, and --leader-elect=false: each runs
+// once, and a leader that cannot renew its lease while the apiserver
+// restarts (RestartComponent) would exit and nobody would start it again.
+func singleInstanceArgs(qps, burst int) []extraArg {
 	return []extraArg{
 		{Key: "kube-api-qps", Value: strconv.Itoa(qps), Override: true},
 		{Key: "kube-api-burst", Value: strconv.Itoa(burst), Override: true},
+		{Key: "leader-elect", Value: "false", Override: true},
 	}
 }
 

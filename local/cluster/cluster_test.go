@@ -415,7 +415,7 @@ func TestKwokRunsDefaultStagesForAnnotatedNodesOnly(t *testing.T) {
 	}
 	// A production control plane's client rates.
 	for _, component := range []string{"kube-controller-manager", "kube-scheduler"} {
-		for _, want := range []string{"--kube-api-qps=300", "--kube-api-burst=500"} {
+		for _, want := range []string{"--kube-api-qps=300", "--kube-api-burst=500", "--leader-elect=false"} {
 			if !strings.Contains(componentArgs[component], want) {
 				t.Errorf("%s args %q lack %s", component, componentArgs[component], want)
 			}

@@ -84,10 +84,19 @@ func (c *Cluster) RestartComponent(ctx context.Context, component string) error 
 	if component != ComponentKubeAPIServer {
 		return nil
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := c.clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil, nil
-	})
+	}); err != nil {
+		return fmt.Errorf("restarting %s: not ready again: %w", component, err)
+	}
+	// The other components must have lived through the outage.
+	for _, pid := range c.componentPIDs() {
+		if !processAlive(pid) {
+			return fmt.Errorf("restarting %s: control-plane process %d died while it was down (see %s)", component, pid, filepath.Join(c.clusterDir(), "logs"))
+		}
+	}
+	return nil
 }
 
 // procStrings reads a NUL-separated /proc/<pid>/<name> file (cmdline,
