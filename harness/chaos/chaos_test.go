@@ -34,8 +34,8 @@ const (
 	settleTimeout  = 8 * time.Minute
 	cleanupTimeout = 6 * time.Minute
 	// churnEvery and faultEvery pace the churn and the random faults.
-	churnEvery  = 2 * time.Second
-	faultEvery  = 10 * time.Second
+	churnEvery  = 1500 * time.Millisecond
+	faultEvery  = 8 * time.Second
 	sampleEvery = 3 * time.Second
 )
 
@@ -89,7 +89,8 @@ func TestChaos(t *testing.T) {
 	pdbsSettled := false
 	completed := 0
 	churnTick, sampleTick := time.NewTicker(churnEvery), time.NewTicker(sampleEvery)
-	for completed < *lifecyclesFlag && time.Since(runStarted) < *runTimeout {
+	// Until enough lifecycles completed and every fault was injected.
+	for (completed < *lifecyclesFlag || !n.everyKindInjected()) && time.Since(runStarted) < *runTimeout {
 		select {
 		case <-churnTick.C:
 			churn.step(ctx)

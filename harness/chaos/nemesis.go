@@ -80,6 +80,18 @@ type nemesis struct {
 	faults map[string]int
 	// restarting are the workers killed whose restart is pending.
 	restarting map[int]bool
+	sweepDone  bool
+	// order and next walk every random kind once before drawing.
+	order []string
+	next  int
+}
+
+// everyKindInjected reports whether the sweep is over and each random
+// fault kind was injected at least once.
+func (n *nemesis) everyKindInjected() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sweepDone && n.order != nil && n.next >= len(n.order)
 }
 
 func newNemesis(s *driver.Stack, seed int64, history *History) *nemesis {
@@ -125,6 +137,9 @@ func (n *nemesis) sweep(ctx context.Context) {
 			n.sweepOne(ctx, activity, after)
 		}
 	}
+	n.mu.Lock()
+	n.sweepDone = true
+	n.mu.Unlock()
 }
 
 func (n *nemesis) sweepOne(ctx context.Context, activity string, after bool) {
@@ -250,11 +265,24 @@ func (n *nemesis) supervise(ctx context.Context) {
 	}
 }
 
-// randomFault injects one fault drawn from the generator; faults that last
-// are lifted after their duration (in the background).
+// randomKinds are the random phase's faults; a kill is twice as likely.
+var randomKinds = []string{FaultKillRandom, FaultTemporalRestart, FaultAPIServerRestart, FaultThrottle, FaultICE, Fault5xx, FaultLatency, FaultLostResponse, FaultSpotStorm, FaultKillRandom}
+
+// randomFault injects one fault: every kind once first, in a seeded order,
+// then drawn from the generator. Faults that last are lifted after their
+// duration (in the background).
 func (n *nemesis) randomFault(ctx context.Context) {
-	kinds := []string{FaultKillRandom, FaultKillRandom, FaultTemporalRestart, FaultAPIServerRestart, FaultThrottle, FaultICE, Fault5xx, FaultLatency, FaultLostResponse, FaultSpotStorm}
-	kind := kinds[n.rng.Intn(len(kinds))]
+	n.mu.Lock()
+	if n.order == nil {
+		n.order = append([]string(nil), randomKinds[:len(randomKinds)-1]...)
+		n.rng.Shuffle(len(n.order), func(i, j int) { n.order[i], n.order[j] = n.order[j], n.order[i] })
+	}
+	kind := randomKinds[n.rng.Intn(len(randomKinds))]
+	if n.next < len(n.order) {
+		kind = n.order[n.next]
+		n.next++
+	}
+	n.mu.Unlock()
 	emu := n.s.Emulator()
 	lasting := time.Duration(8+n.rng.Intn(12)) * time.Second
 	seed := n.rng.Int63()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities/planning"
@@ -126,13 +127,15 @@ func pdb(app string, spec policyv1.PodDisruptionBudgetSpec) *policyv1.PodDisrupt
 
 // scale sets a deployment's replicas.
 func scale(ctx context.Context, kube kubernetes.Interface, name string, replicas int32) error {
-	s, err := kube.AppsV1().Deployments(namespace).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := kube.AppsV1().Deployments(namespace).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = replicas
+		_, err = kube.AppsV1().Deployments(namespace).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
 		return err
-	}
-	s.Spec.Replicas = replicas
-	_, err = kube.AppsV1().Deployments(namespace).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // churner makes node lifecycles: it scales the churn deployments, deletes

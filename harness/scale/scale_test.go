@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -283,7 +284,7 @@ func measureHistories(ctx context.Context, s *driver.Stack, r *result) {
 		}
 		for _, info := range resp.Executions {
 			if info.GetExecution().GetWorkflowId() == provisioner {
-				if info.GetStatus().String() == "Running" {
+				if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 					r.provisionerEvents = info.GetHistoryLength()
 				} else {
 					r.provisionerCN++
