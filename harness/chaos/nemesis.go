@@ -124,7 +124,7 @@ func (n *nemesis) involuntaryUntil() time.Time {
 }
 
 // sweepTimeout bounds the wait for an activity to be seen running.
-const sweepTimeout = 90 * time.Second
+const sweepTimeout = 40 * time.Second
 
 // sweep kills a worker before and after the side effect of every
 // activity, one at a time, while the churn makes lifecycles.
