@@ -481,10 +481,12 @@ const (
 // once, and a leader that cannot renew its lease while the apiserver
 // restarts (RestartComponent) would exit and nobody would start it again.
 func singleInstanceArgs(qps, burst int) []extraArg {
+	// Appended (Override only replaces a flag kwokctl already passes, and
+	// it passes none of these).
 	return []extraArg{
-		{Key: "kube-api-qps", Value: strconv.Itoa(qps), Override: true},
-		{Key: "kube-api-burst", Value: strconv.Itoa(burst), Override: true},
-		{Key: "leader-elect", Value: "false", Override: true},
+		{Key: "kube-api-qps", Value: strconv.Itoa(qps)},
+		{Key: "kube-api-burst", Value: strconv.Itoa(burst)},
+		{Key: "leader-elect", Value: "false"},
 	}
 }
 
