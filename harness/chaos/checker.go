@@ -121,7 +121,11 @@ func (c *checker) sample(ctx context.Context, pdbsSettled bool) {
 		c.checkPDBs(ctx)
 	}
 	c.checkBudget(open)
-	c.history.Record(KindObservation, "sample", "openNodeWorkflows", len(open), "liveInstances", len(c.s.Emulator().State().LiveInstances()))
+	phases := map[string]int{}
+	for _, wf := range open {
+		phases[wf.Phase]++
+	}
+	c.history.Record(KindObservation, "sample", "openNodeWorkflows", len(open), "phases", phases, "liveInstances", len(c.s.Emulator().State().LiveInstances()))
 }
 
 // checkInstances: at most one instance per node claim ever; no live

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/harness/driver"
 	"github.com/millwright/millwright/local/stack/stacktest"
@@ -173,9 +175,11 @@ func (c *churner) step(ctx context.Context) {
 	}
 }
 
-// churnNode picks a Ready node of the pool that runs only churn pods (a
-// node with a maxUnavailable-0 or do-not-disrupt pod would hold its drain
-// forever, as it should).
+// churnNode picks a registered node of the pool (Millwright's finalizer on
+// it, the unregistered taint gone) that runs no maxUnavailable-0 or
+// do-not-disrupt pod (its drain would wait forever, as it should). A Node
+// deleted before it registered makes RegisterNode retry a gone Node for
+// minutes (reported, not what the churn measures).
 func (c *churner) churnNode(ctx context.Context) (string, bool) {
 	nodes, err := c.s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 	if err != nil {
@@ -193,7 +197,8 @@ func (c *churner) churnNode(ctx context.Context) (string, bool) {
 	}
 	var candidates []string
 	for _, n := range nodes.Items {
-		if n.DeletionTimestamp == nil && !n.Spec.Unschedulable && !blocked[n.Name] {
+		registered := slices.Contains(n.Finalizers, activities.TerminationFinalizer) && !stacktest.HasTaint(&n, activities.UnregisteredTaintKey)
+		if registered && n.DeletionTimestamp == nil && !n.Spec.Unschedulable && !blocked[n.Name] {
 			candidates = append(candidates, n.Name)
 		}
 	}
