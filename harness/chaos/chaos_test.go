@@ -29,6 +29,11 @@ var (
 	keepFlag       = flag.Bool("chaos.keep", false, "keep the state dir (logs, history) even when the run passes")
 )
 
+// enableEnv turns the suite on: `make chaos` sets it. It is not yet part
+// of `make test` (its 100-lifecycle run has not been seen green on the CI
+// machine).
+const enableEnv = "MILLWRIGHT_CHAOS"
+
 // Bounds of the run's waits after the faulty phase.
 const (
 	settleTimeout  = 8 * time.Minute
@@ -42,6 +47,9 @@ const (
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the local stack (not with -short)")
+	}
+	if os.Getenv(enableEnv) == "" {
+		t.Skipf("set %s=1 to run it (make chaos does)", enableEnv)
 	}
 	began := time.Now()
 	s := driver.StartForTest(t, "millwright-chaos-", *keepFlag, driver.Options{})
