@@ -302,6 +302,11 @@ func measureHistories(ctx context.Context, s *driver.Stack, r *result) {
 	if count > 0 {
 		r.eventsPerNode = float64(total) / float64(count)
 	}
+	// The provisioner's current run, described directly (visibility may
+	// not list it under the pool's query).
+	if described, err := s.Temporal.DescribeWorkflowExecution(ctx, provisioner, ""); err == nil {
+		r.provisionerEvents = described.GetWorkflowExecutionInfo().GetHistoryLength()
+	}
 }
 
 // memorySampler records the workers' peak Go heap (from /metrics) and RSS
