@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
@@ -32,10 +33,14 @@ func TestConsolidateAfterZeroKeepsNodesForTheirPods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, tc.name, "0s")
 			if tc.consolidateAfter == "" {
-				err := stacktest.ApplyManifest(context.Background(), testDynamic, planning.NodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
-					pool.SetName(tc.name)
-					unstructured.RemoveNestedField(pool.Object, "spec", "disruption", "consolidateAfter")
-					return nil
+				// The status controller writes the fresh pool too: retry on
+				// its conflicts.
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					return stacktest.ApplyManifest(context.Background(), testDynamic, planning.NodePoolResource, examples.NodePool, func(pool *unstructured.Unstructured) error {
+						pool.SetName(tc.name)
+						unstructured.RemoveNestedField(pool.Object, "spec", "disruption", "consolidateAfter")
+						return nil
+					})
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -150,13 +150,10 @@ func (w *PoolWatcher) handle(ctx context.Context, key poolKey) error {
 // UnsupportedSettings names the valid settings of pool that Millwright does
 // not act on yet, so that users are told instead of silently getting less
 // than they asked for.
-func UnsupportedSettings(pool *v1.NodePool) []string {
-	var out []string
-	if pool.Spec.Disruption.ConsolidationPolicy == v1.ConsolidationPolicyWhenEmptyOrUnderutilized {
-		out = append(out, fmt.Sprintf("spec.disruption.consolidationPolicy %s: only empty nodes are consolidated; underutilized nodes are kept (it acts as %s)",
-			v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyWhenEmpty))
-	}
-	return out
+// (consolidationPolicy WhenEmptyOrUnderutilized is acted on now: the
+// disruption workflow's Underutilized commands.) None today.
+func UnsupportedSettings(*v1.NodePool) []string {
+	return nil
 }
 
 // ValidateObject decodes a NodePool or EC2NodeClass, applies the API's

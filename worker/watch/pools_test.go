@@ -14,8 +14,7 @@ func TestUnsupportedSettings(t *testing.T) {
 		want   string
 	}{
 		{name: "WhenEmpty is acted on", policy: v1.ConsolidationPolicyWhenEmpty},
-		{name: "WhenEmptyOrUnderutilized is only half acted on", policy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized,
-			want: "spec.disruption.consolidationPolicy WhenEmptyOrUnderutilized: only empty nodes are consolidated"},
+		{name: "WhenEmptyOrUnderutilized is acted on", policy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
