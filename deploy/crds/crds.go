@@ -1,5 +1,5 @@
 // Package crds owns Millwright's CustomResourceDefinition manifests
-// (millwright.dev NodePool and EC2NodeClass), generated from model/apis/v1 by
+// (millwright.dev NodePool, EC2NodeClass and NodeClaim), generated from model/apis/v1 by
 // controller-gen, and embeds them so the local stack and tests can install
 // them without locating files on disk. Do not edit the YAML by hand:
 // regenerate with `go generate ./model/apis/v1`.
@@ -17,6 +17,7 @@ var manifests embed.FS
 const (
 	EC2NodeClassFile = "millwright.dev_ec2nodeclasses.yaml"
 	NodePoolFile     = "millwright.dev_nodepools.yaml"
+	NodeClaimFile    = "millwright.dev_nodeclaims.yaml"
 )
 
 // All returns every CRD manifest, keyed by file name.

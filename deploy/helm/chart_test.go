@@ -420,6 +420,9 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //     activities/millwright).
 //   - nodepools/status and ec2nodeclasses/status patch: the status
 //     controllers' merge patches (worker/status).
+//   - nodeclaims get/list/watch/create/patch/delete and nodeclaims/status
+//     patch: the NodeClaim mirror (activities/kube UpsertNodeClaim) and
+//     its watcher (worker/watch).
 var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
@@ -431,6 +434,8 @@ var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools", "ec2nodeclasses"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodepools/status", "ec2nodeclasses/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodeclaims"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"millwright.dev"}, Resources: []string{"nodeclaims/status"}, Verbs: []string{"patch"}},
 }
 
 // namespacedLeastPrivilege is what the worker does in its own namespace

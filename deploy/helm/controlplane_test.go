@@ -199,6 +199,8 @@ func TestChartOnTheLocalStack(t *testing.T) {
 		{verb: "delete", group: "millwright.dev", resource: "ec2nodeclasses"},
 		{verb: "update", group: "millwright.dev", resource: "nodepools", subresource: "status"},
 		{verb: "update", group: "millwright.dev", resource: "ec2nodeclasses", subresource: "status"},
+		{verb: "update", group: "millwright.dev", resource: "nodeclaims"},
+		{verb: "deletecollection", group: "millwright.dev", resource: "nodeclaims"},
 		{verb: "delete", resource: "namespaces"},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 	}

@@ -80,6 +80,8 @@ func TestCRDManifestsParseAndWouldBeAccepted(t *testing.T) {
 			},
 			wantDflt: []string{".spec.metadataOptions", ".spec.metadataOptions.httpTokens", ".spec.metadataOptions.httpPutResponseHopLimit"},
 		},
+		// Written by the node workflows' activities only: no rules.
+		{file: crds.NodeClaimFile, kind: "NodeClaim", plural: "nodeclaims"},
 	}
 	if got := len(crds.All()); got != len(tests) {
 		t.Errorf("deploy/crds embeds %d manifests, want %d", got, len(tests))
@@ -115,6 +117,29 @@ func TestCRDManifestsParseAndWouldBeAccepted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// kubectl get nodeclaims shows Karpenter's columns, in Karpenter's order;
+// -o wide adds the image, instance, pool, class, phase and drift.
+func TestNodeClaimPrinterColumnsAreKarpenters(t *testing.T) {
+	crd := loadCRD(t, crds.NodeClaimFile)
+	var names, wide []string
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			names = append(names, c.Name)
+		} else {
+			wide = append(wide, c.Name)
+		}
+	}
+	if want := []string{"Type", "Capacity", "Zone", "Node", "Ready", "Age"}; !slices.Equal(names, want) {
+		t.Errorf("columns %v, want %v", names, want)
+	}
+	if want := []string{"ImageID", "ID", "NodePool", "NodeClass", "Phase", "Drifted"}; !slices.Equal(wide, want) {
+		t.Errorf("wide columns %v, want %v", wide, want)
+	}
+	if got := crd.Spec.Names.ShortNames; !slices.Equal(got, []string{"nc"}) {
+		t.Errorf("short names %v, want [nc]", got)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package v1 owns Millwright's user-facing API, group millwright.dev version
-// v1: the NodePool and EC2NodeClass types, their CRD markers (OpenAPI schema
+// v1: the NodePool, EC2NodeClass and NodeClaim types, their CRD markers (OpenAPI schema
 // and CEL rules), defaulting, Go-side validation with the same rules, and the
 // small read helpers other packages use (durations, budgets, limits, AMI
 // family). Field names and semantics follow Karpenter's karpenter.sh/v1 and

@@ -20,8 +20,8 @@ var SchemeGroupVersion = GroupVersion
 var (
 	// SchemeBuilder registers this package's kinds in a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme adds NodePool, NodePoolList, EC2NodeClass and
-	// EC2NodeClassList (and the meta/v1 option types) to a scheme.
+	// AddToScheme adds NodePool, EC2NodeClass and NodeClaim and their
+	// lists (and the meta/v1 option types) to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
@@ -37,6 +37,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&NodePool{}, &NodePoolList{},
 		&EC2NodeClass{}, &EC2NodeClassList{},
+		&NodeClaim{}, &NodeClaimList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
