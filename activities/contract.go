@@ -33,6 +33,7 @@ const (
 	TerminateInstanceActivity         = "TerminateInstance"
 	WaitForInstanceTerminatedActivity = "WaitForInstanceTerminated"
 	DeleteNodeActivity                = "DeleteNode"
+	UpsertNodeClaimActivity           = "UpsertNodeClaim"
 
 	// Provisioning.
 	PlanActivity               = "Plan"
@@ -91,6 +92,12 @@ type NodeActivities interface {
 	// name is unknown) and removes the termination finalizer. A Node that is
 	// already gone is success.
 	DeleteNode(ctx context.Context, req DeleteNodeRequest) (DeleteNodeResponse, error)
+
+	// UpsertNodeClaim mirrors the workflow's state, as of entering
+	// req.Phase, on the node's NodeClaim (created, updated, deleted once
+	// Terminated) and publishes the transition's events; it reports the
+	// transition only the first time, so a retry counts nothing twice.
+	UpsertNodeClaim(ctx context.Context, req UpsertNodeClaimRequest) (UpsertNodeClaimResponse, error)
 }
 
 // ProvisionerActivities are the activities the per-cluster provisioning
@@ -145,6 +152,7 @@ func Register(registry worker.ActivityRegistry, impl Activities) {
 	register(impl.TerminateInstance, TerminateInstanceActivity)
 	register(impl.WaitForInstanceTerminated, WaitForInstanceTerminatedActivity)
 	register(impl.DeleteNode, DeleteNodeActivity)
+	register(impl.UpsertNodeClaim, UpsertNodeClaimActivity)
 	register(impl.Plan, PlanActivity)
 	register(impl.StartNodeWorkflows, StartNodeWorkflowsActivity)
 	if d, ok := impl.(DisruptionActivities); ok {

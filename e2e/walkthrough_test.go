@@ -126,6 +126,7 @@ func TestWalkthrough(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	assertNodeClaimsListed(t, s, nodes)
 
 	logFrom := suite.worker.logOffset()
 	emptied := time.Now()
@@ -163,6 +164,61 @@ func TestWalkthrough(t *testing.T) {
 	if live := s.liveInstances(); len(live) != 0 {
 		t.Errorf("instances of the pool still live: %+v", live)
 	}
+	poll(t, time.Minute, "no NodeClaim left for the pool", func(context.Context) (bool, error) {
+		out, _, err := runKubectl(nil, "get", "nodeclaims", "-l", apisv1.LabelNodePool+"="+s.pool, "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "", err
+	})
+}
+
+// assertNodeClaimsListed checks `kubectl get nodeclaims` as a Karpenter
+// user reads it: one row per node, with Karpenter's columns (NAME TYPE
+// CAPACITY ZONE NODE READY AGE) naming the node's type, capacity type and
+// zone, Ready True.
+func assertNodeClaimsListed(t *testing.T, s *scenario, nodes []corev1.Node) {
+	t.Helper()
+	var table string
+	var problems []string
+	ok := s.tryPoll(time.Minute, func(context.Context) bool {
+		out, _, err := runKubectl(nil, "get", "nodeclaims", "-l", apisv1.LabelNodePool+"="+s.pool)
+		if err != nil {
+			problems = []string{err.Error()}
+			return false
+		}
+		table, problems = out, nodeClaimTableProblems(out, nodes)
+		return len(problems) == 0
+	})
+	t.Logf("$ kubectl get nodeclaims -l %s=%s\n%s", apisv1.LabelNodePool, s.pool, table)
+	if !ok {
+		t.Errorf("kubectl get nodeclaims:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+func nodeClaimTableProblems(table string, nodes []corev1.Node) []string {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if want := []string{"NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"}; !slices.Equal(strings.Fields(lines[0]), want) {
+		return []string{fmt.Sprintf("columns %q, want %q", strings.Fields(lines[0]), want)}
+	}
+	rows := map[string][]string{} // by NODE
+	for _, line := range lines[1:] {
+		if fields := strings.Fields(line); len(fields) == 7 {
+			rows[fields[4]] = fields
+		}
+	}
+	var problems []string
+	if len(lines)-1 != len(nodes) {
+		problems = append(problems, fmt.Sprintf("%d rows for %d nodes", len(lines)-1, len(nodes)))
+	}
+	for _, n := range nodes {
+		row, found := rows[n.Name]
+		want := []string{n.Labels[corev1.LabelInstanceTypeStable], n.Labels[apisv1.LabelCapacityType], n.Labels[corev1.LabelTopologyZone], n.Name, "True"}
+		switch {
+		case !found:
+			problems = append(problems, "no row for node "+n.Name)
+		case !slices.Equal(row[1:6], want):
+			problems = append(problems, fmt.Sprintf("node %s: row %q, want TYPE CAPACITY ZONE NODE READY %q", n.Name, row, want))
+		}
+	}
+	return problems
 }
 
 // expectedPlan is the packer's plan for pods (as pending pods) on the

@@ -239,6 +239,11 @@ func (d *demo) waitForPods(ctx context.Context) error {
 	if err := d.kubectl(ctx, "get", "nodes", "-L", "node.kubernetes.io/instance-type,topology.kubernetes.io/zone,"+apisv1.LabelCapacityType); err != nil {
 		return err
 	}
+	// Each node's claim, as Karpenter users know it (the node workflow
+	// writes it; it may be a moment behind the Node's readiness).
+	if err := d.kubectl(ctx, "get", "nodeclaims"); err != nil {
+		return err
+	}
 	return d.kubectl(ctx, "get", "pods", "-o", "wide")
 }
 
@@ -398,7 +403,7 @@ func (d *demo) dumpState(ctx context.Context) {
 		}
 	}
 	_ = d.kubectl(ctx, "get", "nodes", "-L", "node.kubernetes.io/instance-type,topology.kubernetes.io/zone,"+apisv1.LabelCapacityType)
-	_ = d.kubectl(ctx, "get", "nodepools,ec2nodeclasses")
+	_ = d.kubectl(ctx, "get", "nodepools,ec2nodeclasses,nodeclaims")
 	if d.temporal != nil {
 		query, _ := nodesQuery("", "", "", true)
 		fmt.Fprintf(d.out, "node workflows (%s):\n", query)

@@ -117,6 +117,10 @@ func (a *cannedActivities) DeleteNode(context.Context, activities.DeleteNodeRequ
 	return activities.DeleteNodeResponse{Deleted: true}, nil
 }
 
+func (a *cannedActivities) UpsertNodeClaim(_ context.Context, req activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+	return activities.UpsertNodeClaimResponse{Entered: req.Phase}, nil
+}
+
 func (a *cannedActivities) Plan(context.Context, activities.PlanRequest) (activities.PlanResponse, error) {
 	return activities.PlanResponse{}, nil
 }

@@ -135,6 +135,10 @@ func (fakeWorld) DeleteNode(context.Context, activities.DeleteNodeRequest) (acti
 	return activities.DeleteNodeResponse{Deleted: true}, nil
 }
 
+func (fakeWorld) UpsertNodeClaim(_ context.Context, req activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+	return activities.UpsertNodeClaimResponse{Entered: req.Phase}, nil
+}
+
 func (fakeWorld) Plan(_ context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
 	return activities.PlanResponse{PodsConsidered: len(req.PodKeys), PlacedOnExisting: len(req.PodKeys)}, nil
 }
@@ -285,6 +289,8 @@ func decodeRequest(t *testing.T, activityName string, args converter.EncodedValu
 		target = &activities.WaitForInstanceTerminatedRequest{}
 	case activities.DeleteNodeActivity:
 		target = &activities.DeleteNodeRequest{}
+	case activities.UpsertNodeClaimActivity:
+		target = &activities.UpsertNodeClaimRequest{}
 	case activities.PlanActivity:
 		target = &activities.PlanRequest{}
 	case activities.StartNodeWorkflowsActivity:

@@ -115,8 +115,11 @@ const continueAsNewPhase Phase = "(continue as new)"
 func (w *nodeLifecycle) run() (NodeResult, error) {
 	if w.state.Phase == PhaseLaunching && len(w.state.Decisions) == 0 {
 		w.decide("Node workflow started for %d pod(s): %s", len(w.spec.PodKeys), w.spec.LaunchReason)
+		w.publish()
+		w.mirrorNodeClaim()
+	} else {
+		w.publish()
 	}
-	w.publish()
 	for w.state.Phase != PhaseTerminated {
 		w.checkCancelled()
 		step, known := nodePhases[w.state.Phase]
@@ -159,6 +162,7 @@ func (w *nodeLifecycle) enterPhase(phase Phase) {
 	}
 	w.noticePhase(phase)
 	w.publish()
+	w.mirrorNodeClaim()
 	w.flushOutbox()
 }
 

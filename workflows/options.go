@@ -172,3 +172,15 @@ func (w *nodeLifecycle) withWaitHeartbeatTimeout(options workflow.ActivityOption
 	}
 	return options
 }
+
+// nodeClaimOptions: the NodeClaim is a mirror, so its write is bounded and
+// then given up (the next phase writes it again); it must not hold the
+// lifecycle for long while the API server is away.
+func nodeClaimOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            retryForever(10 * time.Second),
+		Summary:                "mirror the NodeClaim",
+	}
+}

@@ -72,6 +72,10 @@ const (
 	// never asks AllowDisruption; the disruption workflow's Empty commands
 	// take it.
 	changeEmptyByDisruption changeID = "empty-by-disruption"
+	// changeNodeClaimMirror (node_claim.go): the node workflow writes its
+	// NodeClaim (UpsertNodeClaim) when it starts and at every phase it
+	// enters.
+	changeNodeClaimMirror changeID = "node-claim-mirror"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

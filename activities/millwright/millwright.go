@@ -143,7 +143,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	planner, err := planning.New(planning.Config{
 		Cluster: cfg.Cluster.Name, State: cfg.State, InstanceTypes: provider,
-		Clock: cfg.Clock, Logger: cfg.Logger, RegistrationTimeout: cfg.RegistrationTimeout,
+		Clock: cfg.Clock, Logger: cfg.Logger, RegistrationTimeout: cfg.RegistrationTimeout, Events: cfg.Events,
 	})
 	if err != nil {
 		kubeActivities.Close()
@@ -211,6 +211,11 @@ func (a *Activities) WaitForInstanceTerminated(ctx context.Context, req activiti
 // DeleteNode: see activities.NodeActivities.
 func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRequest) (activities.DeleteNodeResponse, error) {
 	return a.kube.DeleteNode(ctx, req)
+}
+
+// UpsertNodeClaim: see activities.NodeActivities.
+func (a *Activities) UpsertNodeClaim(ctx context.Context, req activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+	return a.kube.UpsertNodeClaim(ctx, req)
 }
 
 // Plan: see activities.ProvisionerActivities.

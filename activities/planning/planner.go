@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
@@ -44,6 +45,9 @@ type Config struct {
 	// RegistrationTimeout is put in every launch spec; zero leaves the
 	// node workflow's default (activities.DefaultRegistrationTimeout).
 	RegistrationTimeout time.Duration
+	// Events tells each pod no NodePool can take why (FailedScheduling, in
+	// the packer's words). Default: events.Discard.
+	Events events.Recorder
 }
 
 // InvalidConfigError names the Config field that makes it unusable.
@@ -71,6 +75,7 @@ type Planner struct {
 	clock               clock.PassiveClock
 	log                 *zap.Logger
 	registrationTimeout time.Duration
+	events              events.Recorder
 }
 
 // New checks cfg and returns a planner.
@@ -85,7 +90,10 @@ func New(cfg Config) (*Planner, error) {
 	}
 	p := &Planner{
 		cluster: cfg.Cluster, state: cfg.State, instanceTypes: cfg.InstanceTypes,
-		clock: cfg.Clock, log: cfg.Logger, registrationTimeout: cfg.RegistrationTimeout,
+		clock: cfg.Clock, log: cfg.Logger, registrationTimeout: cfg.RegistrationTimeout, events: cfg.Events,
+	}
+	if p.events == nil {
+		p.events = events.Discard
 	}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
@@ -131,6 +139,7 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 	resp.PlacedOnExisting += len(result.Placements)
 	for _, u := range result.Unschedulable {
 		resp.Unschedulable = append(resp.Unschedulable, activities.UnschedulablePod{PodKey: podKey(u.Pod), Reason: u.Reason})
+		p.events.Publish(events.PodFailedToSchedule(u.Pod, string(u.Pod.UID), u.Reason))
 	}
 
 	maxPlans := req.MaxNodePlans

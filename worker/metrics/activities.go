@@ -3,40 +3,26 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
-	"github.com/millwright/millwright/workflows"
 )
 
-// WorkflowDescriber is the slice of client.Client that finds why a node
-// workflow terminates its instance.
-type WorkflowDescriber interface {
-	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
-}
-
-// describeTimeout bounds the lookup of a terminated node's pool and reason;
-// the metric is not worth delaying the activity's completion for.
-const describeTimeout = 5 * time.Second
-
-// InstrumentedActivities records metrics around the activities that launch,
-// terminate and plan; every other activity is the inner one unchanged.
+// InstrumentedActivities records metrics around the activities; every
+// activity not named here is the inner one unchanged.
 //
-// Counts are per successful activity execution. A retry that repeats a
-// success (the completion was lost, CreateFleet's ClientToken returned the
-// same instance) counts again; Temporal makes that rare.
+// The node lifecycle (node claims created, instances launched, Nodes
+// registered, nodes disrupted and terminated, phase durations) is counted
+// from UpsertNodeClaim, which node workflows call once per phase they
+// enter and which reports each transition only the first time: a retried
+// call whose first success was lost counts nothing again. Launch counts
+// its failed attempts (each attempt is one), never its successes.
 type InstrumentedActivities struct {
 	activities.Activities
-	metrics   *Metrics
-	workflows WorkflowDescriber
-	clock     clock.PassiveClock
+	metrics *Metrics
+	clock   clock.PassiveClock
 }
 
 var (
@@ -44,19 +30,16 @@ var (
 	_ activities.DisruptionActivities = (*InstrumentedActivities)(nil)
 )
 
-// Instrument wraps inner. describer (the Temporal client) labels
-// terminations with the node workflow's pool and termination reason, which
-// the workflow publishes as search attributes before it terminates; nil
-// labels them Unknown.
-func Instrument(inner activities.Activities, m *Metrics, describer WorkflowDescriber, clk clock.PassiveClock) *InstrumentedActivities {
+// Instrument wraps inner.
+func Instrument(inner activities.Activities, m *Metrics, clk clock.PassiveClock) *InstrumentedActivities {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &InstrumentedActivities{Activities: inner, metrics: m, workflows: describer, clock: clk}
+	return &InstrumentedActivities{Activities: inner, metrics: m, clock: clk}
 }
 
-// Launch counts the instance launched, or the failure by cause and the
-// offerings that had no capacity.
+// Launch counts a failed attempt by cause and the offerings that had no
+// capacity.
 func (a *InstrumentedActivities) Launch(ctx context.Context, req activities.LaunchRequest) (activities.LaunchResponse, error) {
 	resp, err := a.Activities.Launch(ctx, req)
 	if err != nil {
@@ -71,10 +54,8 @@ func (a *InstrumentedActivities) Launch(ctx context.Context, req activities.Laun
 				a.metrics.OfferingRejected(req.NodePool, o.InstanceType, o.Zone, o.CapacityType)
 			}
 		}
-		return resp, err
 	}
-	a.metrics.NodeLaunched(req.NodePool, resp.InstanceType, resp.Zone, resp.CapacityType)
-	return resp, nil
+	return resp, err
 }
 
 // LaunchErrorCause classifies a Launch error by the contract's error types.
@@ -93,64 +74,52 @@ func LaunchErrorCause(err error) string {
 	}
 }
 
-// TerminateInstance counts a terminated instance by its node workflow's pool
-// and termination reason; a termination by node claim counts the instances
-// it found.
-func (a *InstrumentedActivities) TerminateInstance(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
-	resp, err := a.Activities.TerminateInstance(ctx, req)
+// UpsertNodeClaim counts the transition the call reports, if any.
+func (a *InstrumentedActivities) UpsertNodeClaim(ctx context.Context, req activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+	resp, err := a.Activities.UpsertNodeClaim(ctx, req)
 	if err != nil {
 		return resp, err
 	}
-	count := 1
-	if req.InstanceID == "" {
-		count = len(resp.Instances)
-	}
-	if count == 0 {
-		return resp, nil
-	}
-	pool, reason := a.terminationLabels(ctx)
-	for range count {
-		a.metrics.NodeTerminated(pool, reason)
-	}
+	a.metrics.NodeTransition(req, resp)
 	return resp, nil
 }
 
-// terminationLabels reads the calling node workflow's MillwrightNodePool and
-// MillwrightTerminationReason search attributes. The workflow upserts them
-// in the same workflow task that schedules TerminateInstance, so the
-// workflow's state has them by the time the activity runs.
-func (a *InstrumentedActivities) terminationLabels(ctx context.Context) (pool, reason string) {
-	pool, reason = Unknown, Unknown
-	if a.workflows == nil || !activity.IsActivity(ctx) {
-		return pool, reason
+// NodeTransition counts what entering req.Phase means, once: resp.Entered
+// is empty for a repeat.
+func (m *Metrics) NodeTransition(req activities.UpsertNodeClaimRequest, resp activities.UpsertNodeClaimResponse) {
+	pool := req.NodePool
+	zone, capacityType := "", ""
+	if inst := req.Instance; inst != nil {
+		zone, capacityType = inst.Zone, inst.CapacityType
 	}
-	execution := activity.GetInfo(ctx).WorkflowExecution
-	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
-	defer cancel()
-	described, err := a.workflows.DescribeWorkflowExecution(ctx, execution.ID, execution.RunID)
-	if err != nil {
-		activity.GetLogger(ctx).Debug("Describing the node workflow for the terminated-node metric failed", "error", err)
-		return pool, reason
+	if resp.Left != "" && resp.LeftAfter > 0 {
+		m.PhaseLeft(pool, resp.Left, resp.LeftAfter)
 	}
-	fields := described.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
-	if v := keyword(fields[workflows.NodePoolAttribute.GetName()]); v != "" {
-		pool = v
+	if resp.Created && req.Phase == activities.NodePhaseLaunching {
+		m.NodeClaimCreated(pool)
 	}
-	if v := keyword(fields[workflows.TerminationReasonAttribute.GetName()]); v != "" {
-		reason = v
+	reason := Unknown
+	if t := req.Termination; t != nil && t.Reason != "" {
+		reason = t.Reason
 	}
-	return pool, reason
-}
-
-func keyword(payload *commonpb.Payload) string {
-	if payload == nil {
-		return ""
+	switch resp.Entered {
+	case "":
+		return
+	case activities.NodePhaseRegistering:
+		if inst := req.Instance; inst != nil {
+			m.NodeLaunched(pool, inst.InstanceType, inst.Zone, inst.CapacityType)
+		}
+	case activities.NodePhaseInitializing:
+		m.NodeRegistered(pool, zone)
+	case activities.NodePhaseDraining, activities.NodePhaseTerminating:
+		if !activities.NodePhaseLeaving(resp.Left) {
+			m.NodeDisrupted(pool, capacityType, reason)
+		}
+	case activities.NodePhaseTerminated:
+		// A node that ends straight from Launching (no capacity, launch
+		// failed) was never disrupted, but it is terminated.
+		m.NodeTerminated(pool, zone, capacityType, reason)
 	}
-	var value string
-	if err := converter.GetDefaultDataConverter().FromPayload(payload, &value); err != nil {
-		return ""
-	}
-	return value
 }
 
 // ComputeCommands is the inner activity's (the worker's implements it).
@@ -175,6 +144,6 @@ func (a *InstrumentedActivities) Plan(ctx context.Context, req activities.PlanRe
 	for _, plan := range resp.Plans {
 		byPool[plan.NodePool]++
 	}
-	a.metrics.Planned(resp.PodsConsidered, a.clock.Since(start), byPool)
+	a.metrics.Planned(resp.PodsConsidered, len(resp.Unschedulable), a.clock.Since(start), byPool)
 	return resp, nil
 }

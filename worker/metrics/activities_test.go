@@ -7,15 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	commonpb "go.temporal.io/api/common/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/millwright/millwright/activities"
-	"github.com/millwright/millwright/workflows"
 )
 
 // scriptedActivities answers the instrumented activities with fixed results;
@@ -26,6 +20,7 @@ type scriptedActivities struct {
 	launchErr error
 	terminate activities.TerminateInstanceResponse
 	plan      activities.PlanResponse
+	upsert    activities.UpsertNodeClaimResponse
 	// planTakes advances the clock inside Plan.
 	planTakes time.Duration
 	clock     *clocktesting.FakeClock
@@ -39,42 +34,20 @@ func (s *scriptedActivities) TerminateInstance(context.Context, activities.Termi
 	return s.terminate, nil
 }
 
+func (s *scriptedActivities) UpsertNodeClaim(context.Context, activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+	return s.upsert, nil
+}
+
 func (s *scriptedActivities) Plan(context.Context, activities.PlanRequest) (activities.PlanResponse, error) {
 	s.clock.Step(s.planTakes)
 	return s.plan, nil
-}
-
-// nodeWorkflowDescriber answers DescribeWorkflowExecution with a node
-// workflow's search attributes, or err.
-type nodeWorkflowDescriber struct {
-	attributes map[string]string
-	err        error
-	asked      []string
-}
-
-func (d *nodeWorkflowDescriber) DescribeWorkflowExecution(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	d.asked = append(d.asked, workflowID)
-	if d.err != nil {
-		return nil, d.err
-	}
-	fields := map[string]*commonpb.Payload{}
-	for name, value := range d.attributes {
-		payload, err := converter.GetDefaultDataConverter().ToPayload(value)
-		if err != nil {
-			return nil, err
-		}
-		fields[name] = payload
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{SearchAttributes: &commonpb.SearchAttributes{IndexedFields: fields}},
-	}, nil
 }
 
 func newScripted() *scriptedActivities {
 	return &scriptedActivities{clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))}
 }
 
-func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
+func TestInstrumentedLaunchCountsErrorsByCause(t *testing.T) {
 	iceOfferings := []activities.OfferingKey{
 		{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"},
 		{InstanceType: "m5.large", Zone: "us-east-1b", CapacityType: "spot"},
@@ -97,7 +70,7 @@ func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
 			inner := newScripted()
 			inner.launch = activities.LaunchResponse{InstanceID: "i-1", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}
 			inner.launchErr = tc.launchErr
-			instrumented := Instrument(inner, m, nil, inner.clock)
+			instrumented := Instrument(inner, m, inner.clock)
 
 			_, err := instrumented.Launch(context.Background(), activities.LaunchRequest{NodePool: "default"})
 			if !errors.Is(err, tc.launchErr) {
@@ -105,8 +78,8 @@ func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
 			}
 			launched := testutil.ToFloat64(m.nodesLaunched.WithLabelValues("default", "m5.large", "us-east-1a", "spot"))
 			if tc.launchErr == nil {
-				if launched != 1 {
-					t.Errorf("nodes launched = %v, want 1", launched)
+				if launched != 0 {
+					t.Errorf("nodes launched = %v by the attempt, want 0: launches are counted from the node's transition", launched)
 				}
 				if n := testutil.CollectAndCount(m.launchErrors); n != 0 {
 					t.Errorf("%d launch error series after a success", n)
@@ -146,57 +119,51 @@ func TestInstrumentedLaunchCountsLaunchesAndErrorsByCause(t *testing.T) {
 	}
 }
 
-// TestInstrumentedTerminateLabelsFromTheNodeWorkflow runs TerminateInstance
-// as an activity (the SDK's test environment), so the decorator finds the
-// calling workflow the way it does in a worker.
-func TestInstrumentedTerminateLabelsFromTheNodeWorkflow(t *testing.T) {
-	cases := []struct {
-		name       string
-		describer  *nodeWorkflowDescriber
-		wantPool   string
-		wantReason string
+// A node's transitions are counted once each, from UpsertNodeClaim's
+// answer: the retry of a call whose success was lost reports no transition
+// and counts nothing.
+func TestInstrumentedUpsertNodeClaimCountsEachTransitionOnce(t *testing.T) {
+	m, _ := newTestMetrics(t)
+	inner := newScripted()
+	instrumented := Instrument(inner, m, inner.clock)
+	instance := &activities.LaunchResponse{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}
+	expired := &activities.NodeClaimTermination{Reason: "Expired"}
+	steps := []struct {
+		req  activities.UpsertNodeClaimRequest
+		resp activities.UpsertNodeClaimResponse
 	}{
-		{
-			name: "search attributes name the pool and reason",
-			describer: &nodeWorkflowDescriber{attributes: map[string]string{
-				workflows.NodePoolAttribute.GetName():          "default",
-				workflows.TerminationReasonAttribute.GetName(): "Interrupted",
-			}},
-			wantPool: "default", wantReason: "Interrupted",
-		},
-		{
-			name:      "describe fails: unknown labels, the activity still succeeds",
-			describer: &nodeWorkflowDescriber{err: errors.New("unavailable")},
-			wantPool:  Unknown, wantReason: Unknown,
-		},
+		{activities.UpsertNodeClaimRequest{Phase: "Launching"}, activities.UpsertNodeClaimResponse{Created: true, Entered: "Launching"}},
+		{activities.UpsertNodeClaimRequest{Phase: "Launching"}, activities.UpsertNodeClaimResponse{}}, // a retry
+		{activities.UpsertNodeClaimRequest{Phase: "Registering", Instance: instance}, activities.UpsertNodeClaimResponse{Entered: "Registering", Left: "Launching", LeftAfter: 20 * time.Second}},
+		{activities.UpsertNodeClaimRequest{Phase: "Registering", Instance: instance}, activities.UpsertNodeClaimResponse{}}, // a retry
+		{activities.UpsertNodeClaimRequest{Phase: "Initializing", Instance: instance}, activities.UpsertNodeClaimResponse{Entered: "Initializing", Left: "Registering", LeftAfter: time.Minute}},
+		{activities.UpsertNodeClaimRequest{Phase: "Ready", Instance: instance}, activities.UpsertNodeClaimResponse{Entered: "Ready", Left: "Initializing", LeftAfter: time.Second}},
+		{activities.UpsertNodeClaimRequest{Phase: "Draining", Instance: instance, Termination: expired}, activities.UpsertNodeClaimResponse{Entered: "Draining", Left: "Ready", LeftAfter: time.Hour}},
+		{activities.UpsertNodeClaimRequest{Phase: "Terminating", Instance: instance, Termination: expired}, activities.UpsertNodeClaimResponse{Entered: "Terminating", Left: "Draining", LeftAfter: time.Minute}},
+		{activities.UpsertNodeClaimRequest{Phase: "Terminated", Instance: instance, Termination: expired}, activities.UpsertNodeClaimResponse{Entered: "Terminated", Left: "Terminating", LeftAfter: time.Minute}},
+		{activities.UpsertNodeClaimRequest{Phase: "Terminated", Instance: instance, Termination: expired}, activities.UpsertNodeClaimResponse{Skipped: "gone"}}, // a retry
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			m, _ := newTestMetrics(t)
-			inner := newScripted()
-			inner.terminate = activities.TerminateInstanceResponse{State: "shutting-down"}
-			instrumented := Instrument(inner, m, tc.describer, inner.clock)
-
-			env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
-			env.RegisterActivity(instrumented.TerminateInstance)
-			result, err := env.ExecuteActivity(instrumented.TerminateInstance, activities.TerminateInstanceRequest{InstanceID: "i-1"})
-			if err != nil {
-				t.Fatalf("TerminateInstance: %v", err)
-			}
-			var resp activities.TerminateInstanceResponse
-			if err := result.Get(&resp); err != nil || resp.State != "shutting-down" {
-				t.Fatalf("response %+v (%v), want the inner one", resp, err)
-			}
-			if len(tc.describer.asked) != 1 || tc.describer.asked[0] == "" {
-				t.Fatalf("described workflows %v, want the calling workflow once", tc.describer.asked)
-			}
-			if got := testutil.ToFloat64(m.nodesTerminated.WithLabelValues(tc.wantPool, tc.wantReason)); got != 1 {
-				t.Errorf("nodes terminated{%s,%s} = %v, want 1", tc.wantPool, tc.wantReason, got)
-			}
-			if n := testutil.CollectAndCount(m.nodesTerminated); n != 1 {
-				t.Errorf("%d terminated series, want 1", n)
-			}
-		})
+	for _, step := range steps {
+		step.req.NodePool = "default"
+		inner.upsert = step.resp
+		if _, err := instrumented.UpsertNodeClaim(context.Background(), step.req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, got := range map[string]float64{
+		"nodeclaims created":    testutil.ToFloat64(m.nodeClaimsCreated.WithLabelValues("provisioned", "default", "false")),
+		"nodes launched":        testutil.ToFloat64(m.nodesLaunched.WithLabelValues("default", "m5.large", "us-east-1a", "spot")),
+		"nodes created":         testutil.ToFloat64(m.nodesCreated.WithLabelValues("default", "us-east-1a")),
+		"nodeclaims disrupted":  testutil.ToFloat64(m.nodeClaimsDisrupted.WithLabelValues("expired", "default", "spot")),
+		"nodeclaims terminated": testutil.ToFloat64(m.nodeClaimsTerminated.WithLabelValues("default", "spot", "us-east-1a")),
+		"nodes terminated":      testutil.ToFloat64(m.nodesTerminated.WithLabelValues("default", "us-east-1a", "Expired")),
+	} {
+		if got != 1 {
+			t.Errorf("%s = %v, want 1", name, got)
+		}
+	}
+	if n := testutil.CollectAndCount(m.phaseDuration); n != 6 {
+		t.Errorf("%d phase duration series, want one per phase left (6)", n)
 	}
 }
 
@@ -206,9 +173,10 @@ func TestInstrumentedPlanRecordsTheBatch(t *testing.T) {
 	inner.planTakes = 250 * time.Millisecond
 	inner.plan = activities.PlanResponse{
 		PodsConsidered: 7,
+		Unschedulable:  []activities.UnschedulablePod{{PodKey: "default/big", Reason: "no pool fits"}},
 		Plans:          []activities.NodeLaunchSpec{{NodePool: "default"}, {NodePool: "default"}, {NodePool: "gpu"}},
 	}
-	instrumented := Instrument(inner, m, nil, inner.clock)
+	instrumented := Instrument(inner, m, inner.clock)
 	if _, err := instrumented.Plan(context.Background(), activities.PlanRequest{}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +191,12 @@ func TestInstrumentedPlanRecordsTheBatch(t *testing.T) {
 	}
 	if got := sampleSum(t, m, "millwright_provisioner_pending_pods"); got != 7 {
 		t.Errorf("pending pods sum = %v, want 7", got)
+	}
+	if got := sampleSum(t, m, "millwright_scheduler_scheduling_duration_seconds"); got != 0.25 {
+		t.Errorf("scheduling duration sum = %v, want 0.25", got)
+	}
+	if got := testutil.ToFloat64(m.unschedulablePods.WithLabelValues(ProvisionerController)); got != 1 {
+		t.Errorf("unschedulable pods = %v, want 1", got)
 	}
 }
 

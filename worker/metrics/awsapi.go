@@ -7,6 +7,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	"go.temporal.io/sdk/activity"
 	"k8s.io/utils/clock"
 )
 
@@ -26,12 +27,21 @@ func (m *Metrics) AWSAPIOptions(clk clock.PassiveClock) []func(*middleware.Stack
 	) (middleware.InitializeOutput, middleware.Metadata, error) {
 		start := clk.Now()
 		out, metadata, err := next.HandleInitialize(ctx, in)
-		m.CloudAPICall(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), clk.Since(start), awsErrorCode(err))
+		m.CloudAPICall(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), callerActivity(ctx), clk.Since(start), awsErrorCode(err))
 		return out, metadata, err
 	})
 	return []func(*middleware.Stack) error{
 		func(stack *middleware.Stack) error { return stack.Initialize.Add(record, middleware.Before) },
 	}
+}
+
+// callerActivity names the activity making the call (Karpenter's controller
+// label), or "" outside one.
+func callerActivity(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	return activity.GetInfo(ctx).ActivityType.Name
 }
 
 // awsErrorCode is the API's error code (RequestLimitExceeded,

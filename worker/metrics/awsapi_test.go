@@ -83,7 +83,7 @@ func TestAWSAPIOptionsRecordCallsAndErrorCodes(t *testing.T) {
 	if got := calls("DescribeInstances"); got != 1 {
 		t.Errorf("DescribeInstances calls = %d, want 1 (its retries inside)", got)
 	}
-	if got := testutil.ToFloat64(m.cloudErrors.WithLabelValues("EC2", "DescribeInstances", "RequestLimitExceeded")); got != 1 {
+	if got := testutil.ToFloat64(m.cloudErrors.WithLabelValues("EC2", "DescribeInstances", "", "DescribeInstances", "aws", "RequestLimitExceeded")); got != 1 {
 		t.Errorf("errors{DescribeInstances, RequestLimitExceeded} = %v, want 1", got)
 	}
 	if n := testutil.CollectAndCount(m.cloudErrors); n != 1 {

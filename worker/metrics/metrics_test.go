@@ -78,13 +78,33 @@ millwright_offerings_launch_rejected_total{capacity_type="spot",instance_type="m
 `,
 		},
 		{
-			name:   "nodes terminated by pool and reason",
-			record: func(m *Metrics) { m.NodeTerminated("default", "Expired") },
+			name:   "nodes terminated by pool, zone and reason",
+			record: func(m *Metrics) { m.NodeTerminated("default", "us-east-1a", "spot", "Expired") },
 			metric: "millwright_nodes_terminated_total",
 			want: `
-# HELP millwright_nodes_terminated_total Instances terminated by node workflows, by NodePool and termination reason.
+# HELP millwright_nodes_terminated_total Node workflows that terminated their node, by NodePool, zone and termination reason.
 # TYPE millwright_nodes_terminated_total counter
-millwright_nodes_terminated_total{nodepool="default",reason="Expired"} 1
+millwright_nodes_terminated_total{nodepool="default",reason="Expired",zone="us-east-1a"} 1
+`,
+		},
+		{
+			name:   "nodeclaims terminated with Karpenter's labels",
+			record: func(m *Metrics) { m.NodeTerminated("default", "us-east-1a", "spot", "Expired") },
+			metric: "millwright_nodeclaims_terminated_total",
+			want: `
+# HELP millwright_nodeclaims_terminated_total Node claims whose node workflow reached Terminated, by NodePool, capacity type and zone.
+# TYPE millwright_nodeclaims_terminated_total counter
+millwright_nodeclaims_terminated_total{capacity_type="spot",nodepool="default",zone="us-east-1a"} 1
+`,
+		},
+		{
+			name:   "nodeclaims disrupted by Karpenter-style reason",
+			record: func(m *Metrics) { m.NodeDisrupted("default", "spot", "RegistrationTimeout") },
+			metric: "millwright_nodeclaims_disrupted_total",
+			want: `
+# HELP millwright_nodeclaims_disrupted_total Node claims that started leaving, by reason (empty, expired, interrupted, drained, deleted, registration_timeout...), NodePool and capacity type.
+# TYPE millwright_nodeclaims_disrupted_total counter
+millwright_nodeclaims_disrupted_total{capacity_type="spot",nodepool="default",reason="registration_timeout"} 1
 `,
 		},
 		{
@@ -95,23 +115,33 @@ millwright_nodes_terminated_total{nodepool="default",reason="Expired"} 1
 			},
 			metric: "millwright_interruption_messages_received_total",
 			want: `
-# HELP millwright_interruption_messages_received_total Interruption queue messages received, by kind (spot-warning, rebalance, state-change, scheduled-change, ignored, unreadable); redeliveries count again.
+# HELP millwright_interruption_messages_received_total Interruption queue messages received, by kind (spot-warning, rebalance, state-change, scheduled-change, ignored, unreadable); redeliveries count again. Same as millwright_interruption_received_messages_total, under its first name.
 # TYPE millwright_interruption_messages_received_total counter
 millwright_interruption_messages_received_total{kind="ignored"} 1
 millwright_interruption_messages_received_total{kind="spot-warning"} 1
 `,
 		},
 		{
+			name:   "interruption messages under Karpenter's name",
+			record: func(m *Metrics) { m.InterruptionMessageReceived("spot-warning") },
+			metric: "millwright_interruption_received_messages_total",
+			want: `
+# HELP millwright_interruption_received_messages_total Interruption queue messages received, by message type (Karpenter's name; the types are Millwright's kinds).
+# TYPE millwright_interruption_received_messages_total counter
+millwright_interruption_received_messages_total{message_type="spot-warning"} 1
+`,
+		},
+		{
 			name: "cloud API errors only for failed calls",
 			record: func(m *Metrics) {
-				m.CloudAPICall("EC2", "CreateFleet", 30*time.Millisecond, "")
-				m.CloudAPICall("EC2", "CreateFleet", 20*time.Millisecond, "RequestLimitExceeded")
+				m.CloudAPICall("EC2", "CreateFleet", "Launch", 30*time.Millisecond, "")
+				m.CloudAPICall("EC2", "CreateFleet", "Launch", 20*time.Millisecond, "RequestLimitExceeded")
 			},
 			metric: "millwright_cloudprovider_errors_total",
 			want: `
-# HELP millwright_cloudprovider_errors_total AWS API calls that failed after the SDK's retries, by service, operation and error code.
+# HELP millwright_cloudprovider_errors_total AWS API calls that failed after the SDK's retries, by service, operation and error code, and with Karpenter's controller, method and provider labels.
 # TYPE millwright_cloudprovider_errors_total counter
-millwright_cloudprovider_errors_total{error="RequestLimitExceeded",operation="CreateFleet",service="EC2"} 1
+millwright_cloudprovider_errors_total{controller="Launch",error="RequestLimitExceeded",method="CreateFleet",operation="CreateFleet",provider="aws",service="EC2"} 1
 `,
 		},
 	}
@@ -128,8 +158,11 @@ millwright_cloudprovider_errors_total{error="RequestLimitExceeded",operation="Cr
 
 func TestPlannedObservesPodsDurationAndPlansByPool(t *testing.T) {
 	m, registry := newTestMetrics(t)
-	m.Planned(12, 1500*time.Millisecond, map[string]int{"default": 3, "gpu": 1})
-	m.Planned(1, 10*time.Millisecond, map[string]int{"default": 1})
+	m.Planned(12, 2, 1500*time.Millisecond, map[string]int{"default": 3, "gpu": 1})
+	m.Planned(1, 0, 10*time.Millisecond, map[string]int{"default": 1})
+	if got := testutil.ToFloat64(m.queueDepth.WithLabelValues(ProvisionerController)); got != 1 {
+		t.Errorf("scheduler queue depth = %v, want the last pass's 1", got)
+	}
 
 	if got := testutil.ToFloat64(m.plannedNodes.WithLabelValues("default")); got != 4 {
 		t.Errorf("planned nodes for default = %v, want 4", got)

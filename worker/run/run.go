@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, sdkworker.Options{})
 	workflows.Register(temporalWorker)
-	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Temporal, cfg.Clock))
+	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Clock))
 	activities.RegisterDisruptionCommands(temporalWorker, acts)
 
 	provisionerInput := cfg.Provisioner
@@ -214,6 +214,23 @@ func Run(ctx context.Context, cfg Config) error {
 	disruption := watch.Disruption{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Disruption}
 	trigger := watch.NewTrigger(disruption, logger.Named("disruption"))
 	podWatcher.Disruption, nodeWatcher.Disruption, poolWatcher.Disruption = trigger, trigger, trigger
+	// NodeClaims: deleting one drains its node; served only once the CRD
+	// is installed (a cluster whose CRDs predate it runs without).
+	var nodeClaimWatcher *watch.NodeClaimWatcher
+	if servesNodeClaims(kubeClient) {
+		nodeClaimWatcher, err = watch.NewNodeClaimWatcher(dynamicFactory, dynamicClient, cfg.Temporal, cfg.Temporal, cfg.ClusterName, logger.Named("nodeclaims"))
+		if err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("the API server does not serve millwright.dev/v1 nodeclaims (install deploy/crds): no NodeClaims are written or watched")
+	}
+	if err := watch.WatchPodStartup(factory, cfg.Metrics); err != nil {
+		return err
+	}
+	if err := cfg.Metrics.RegisterCluster(newClusterView(factory, dynamicFactory), cfg.Clock); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	if err := interruption.AddInstanceIndex(nodeInformer); err != nil {
 		return err
@@ -247,7 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer temporalWorker.Stop()
 
-	done := make(chan struct{}, 6)
+	done := make(chan struct{}, 9)
 	goRun := func(f func(context.Context)) {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -259,7 +276,14 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun(poolWatcher.Run)
 	goRun(statusControllers.Run)
 	goRun(trigger.Run)
-	running := 5
+	goRun(func(ctx context.Context) {
+		cfg.Metrics.RunVisibility(ctx, cfg.Temporal, cfg.Namespace, cfg.Clock, 0, logger.Named("visibility"))
+	})
+	running := 6
+	if nodeClaimWatcher != nil {
+		goRun(nodeClaimWatcher.Run)
+		running++
+	}
 	if cfg.InterruptionQueue != "" {
 		sqsClient, err := cloud.NewSQSClient(ctx, awsConfig)
 		if err != nil {

@@ -1,0 +1,223 @@
+package kube
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+)
+
+func withEvents(r events.Recorder) harnessOption { return func(cfg *Config) { cfg.Events = r } }
+
+// nodeClaimRequest builds an UpsertNodeClaim request for name at phase.
+func nodeClaimRequest(name, phase string, at time.Time, options ...func(*activities.UpsertNodeClaimRequest)) activities.UpsertNodeClaimRequest {
+	req := activities.UpsertNodeClaimRequest{
+		NodeClaimName: name, WorkflowID: "node/test/" + name, NodePool: "default", NodeClassName: "default",
+		Phase: phase, At: at, CreatedAt: at,
+		Labels:       map[string]string{activities.NodeClaimLabel: name, "team": "payments"},
+		Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+		ExpireAfter:  activities.After(720 * time.Hour),
+	}
+	for _, option := range options {
+		option(&req)
+	}
+	return req
+}
+
+func launched(at time.Time) func(*activities.UpsertNodeClaimRequest) {
+	return func(req *activities.UpsertNodeClaimRequest) {
+		req.Instance = &activities.LaunchResponse{
+			InstanceID: "i-0abc", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot",
+			ProviderID: "aws:///us-east-1a/i-0abc", ImageID: "ami-0123", LaunchTime: at,
+			Labels: map[string]string{apisv1.LabelInstanceCPU: "2", apisv1.LabelInstanceMemory: "8192"},
+		}
+	}
+}
+
+func terminating(reason string) func(*activities.UpsertNodeClaimRequest) {
+	return func(req *activities.UpsertNodeClaimRequest) {
+		req.Termination = &activities.NodeClaimTermination{Reason: reason, Detail: "because", Voluntary: true}
+	}
+}
+
+func (h *harness) nodeClaim(t *testing.T, name string) (*apisv1.NodeClaim, error) {
+	t.Helper()
+	u, err := testDynamic.Resource(NodeClaimResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return fromUnstructured(u)
+}
+
+func publishedEvents(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func TestUpsertNodeClaimMirrorsTheLifecycleOnce(t *testing.T) {
+	fake := record.NewFakeRecorder(100)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, withEvents(events.NewRecorder(fake, clocktesting.NewFakeClock(t0))))
+	ctx := context.Background()
+	name := "nc-lifecycle"
+
+	steps := []struct {
+		req         activities.UpsertNodeClaimRequest
+		wantEntered string
+		wantLeft    string
+		wantEvents  []string
+	}{
+		{req: nodeClaimRequest(name, activities.NodePhaseLaunching, t0), wantEntered: "Launching"},
+		// A retry after a lost completion: nothing new.
+		{req: nodeClaimRequest(name, activities.NodePhaseLaunching, t0.Add(time.Second))},
+		{
+			req:         nodeClaimRequest(name, activities.NodePhaseRegistering, t0.Add(time.Minute), launched(t0.Add(30*time.Second))),
+			wantEntered: "Registering", wantLeft: "Launching",
+			wantEvents: []string{"Normal Launched Launched instance i-0abc: m5.large in us-east-1a (spot)"},
+		},
+		{
+			req:         nodeClaimRequest(name, activities.NodePhaseDraining, t0.Add(2*time.Minute), launched(t0.Add(30*time.Second)), terminating("Expired")),
+			wantEntered: "Draining", wantLeft: "Registering",
+			wantEvents: []string{"Normal Terminating Terminating: Expired: because"},
+		},
+	}
+	for i, step := range steps {
+		resp, err := h.activities.UpsertNodeClaim(ctx, step.req)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, step.req.Phase, err)
+		}
+		if resp.Entered != step.wantEntered || resp.Left != step.wantLeft || resp.Created != (i == 0) {
+			t.Errorf("step %d (%s): response %+v, want entered %q left %q created %v", i, step.req.Phase, resp, step.wantEntered, step.wantLeft, i == 0)
+		}
+		if got := publishedEvents(fake); strings.Join(got, "|") != strings.Join(step.wantEvents, "|") {
+			t.Errorf("step %d (%s): events %q, want %q", i, step.req.Phase, got, step.wantEvents)
+		}
+	}
+	claim, err := h.nodeClaim(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{
+		apisv1.LabelNodePool: "default", corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelTopologyZone: "us-east-1a",
+		apisv1.LabelCapacityType: "spot", activities.NodeClaimLabel: name, "team": "payments",
+	}
+	for k, v := range wantLabels {
+		if claim.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, claim.Labels[k], v)
+		}
+	}
+	if claim.Status.ProviderID != "aws:///us-east-1a/i-0abc" || claim.Status.ImageID != "ami-0123" || claim.Status.Phase != "Draining" {
+		t.Errorf("status %+v", claim.Status)
+	}
+	if cpu := claim.Status.Capacity[corev1.ResourceCPU]; cpu.String() != "2" {
+		t.Errorf("capacity cpu %s, want 2 (from the instance type's labels)", cpu.String())
+	}
+	if !meta.IsStatusConditionTrue(claim.Status.Conditions, apisv1.ConditionTypeLaunched) || !meta.IsStatusConditionFalse(claim.Status.Conditions, apisv1.ConditionTypeReady) ||
+		!meta.IsStatusConditionTrue(claim.Status.Conditions, apisv1.ConditionTypeDisrupted) || !meta.IsStatusConditionFalse(claim.Status.Conditions, apisv1.ConditionTypeRegistered) {
+		t.Errorf("conditions %+v: want Launched and Disrupted, not Registered nor Ready", claim.Status.Conditions)
+	}
+	if claim.Spec.NodeClassRef == nil || claim.Spec.NodeClassRef.Name != "default" || claim.Spec.ExpireAfter != "720h" || len(claim.Spec.Requirements) != 1 {
+		t.Errorf("spec %+v", claim.Spec)
+	}
+	if claim.Annotations[WorkflowIDAnnotation] != "node/test/"+name || !hasFinalizer(claim.Finalizers, activities.TerminationFinalizer) {
+		t.Errorf("annotations %v finalizers %v", claim.Annotations, claim.Finalizers)
+	}
+
+	// Terminated: the NodeClaim goes.
+	resp, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseTerminated, t0.Add(3*time.Minute), launched(t0), terminating("Expired")))
+	if err != nil || resp.Entered != "Terminated" || resp.Left != "Draining" || resp.LeftAfter != time.Minute {
+		t.Fatalf("Terminated: %+v, %v", resp, err)
+	}
+	if _, err := h.nodeClaim(t, name); !apierrors.IsNotFound(err) {
+		t.Errorf("NodeClaim of a terminated node: %v, want NotFound", err)
+	}
+	// A node on its way out whose NodeClaim is gone does not get it back.
+	resp, err = h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseTerminated, t0.Add(4*time.Minute)))
+	if err != nil || resp.Skipped == "" || resp.Created {
+		t.Errorf("a gone NodeClaim of a leaving node: %+v, %v; want skipped", resp, err)
+	}
+	if _, err := h.nodeClaim(t, name); !apierrors.IsNotFound(err) {
+		t.Errorf("NodeClaim recreated for a leaving node: %v", err)
+	}
+}
+
+// A NodeClaim deleted by hand while its node lives is written again by the
+// next phase; `kubectl delete nodeclaim` (with the finalizer) keeps it
+// until the node is Terminated.
+func TestUpsertNodeClaimRecreatesAndHonoursDeletion(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	name := "nc-deleted"
+	if _, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseLaunching, t0)); err != nil {
+		t.Fatal(err)
+	}
+	// Forced away: finalizer removed, then deleted.
+	client := testDynamic.Resource(NodeClaimResource)
+	if _, err := client.Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseRegistering, t0.Add(time.Minute), launched(t0)))
+	if err != nil || !resp.Created || resp.Entered != "Registering" {
+		t.Fatalf("recreating: %+v, %v", resp, err)
+	}
+	// kubectl delete: held by the finalizer.
+	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := h.nodeClaim(t, name)
+	if err != nil || claim.DeletionTimestamp == nil {
+		t.Fatalf("after kubectl delete: %v, %v; want held with a deletion timestamp", claim, err)
+	}
+	for _, phase := range []string{activities.NodePhaseDraining, activities.NodePhaseTerminating, activities.NodePhaseTerminated} {
+		if _, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, phase, t0.Add(2*time.Minute), launched(t0), terminating("Deleted"))); err != nil {
+			t.Fatalf("%s: %v", phase, err)
+		}
+		if phase != activities.NodePhaseTerminated {
+			if claim, err := h.nodeClaim(t, name); err != nil || claim.Status.Phase != phase {
+				t.Errorf("%s: NodeClaim %v, %v", phase, claim, err)
+			}
+		}
+	}
+	if _, err := h.nodeClaim(t, name); !apierrors.IsNotFound(err) {
+		t.Errorf("NodeClaim after Terminated: %v, want NotFound", err)
+	}
+}
+
+func TestUpsertNodeClaimRefusesBadRequests(t *testing.T) {
+	h := offlineHarness(t)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cases := map[string]activities.UpsertNodeClaimRequest{
+		"nodeClaimName is empty": nodeClaimRequest("", activities.NodePhaseLaunching, at),
+		"nodePool is empty":      nodeClaimRequest("x", activities.NodePhaseLaunching, at, func(r *activities.UpsertNodeClaimRequest) { r.NodePool = "" }),
+		"at is zero":             nodeClaimRequest("x", activities.NodePhaseLaunching, time.Time{}),
+		"is not a node phase":    nodeClaimRequest("x", "Sleeping", at),
+	}
+	for want, req := range cases {
+		_, err := h.activities.UpsertNodeClaim(context.Background(), req)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one saying %q", err, want)
+		}
+	}
+}
