@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -395,9 +395,13 @@ func (a *Activities) publishTransition(ctx context.Context, req activities.Upser
 			}, claimOnly)
 		}
 	case activities.NodePhaseInitializing:
-		publish(func(obj runtime.Object) events.Event { return events.NodeRegistered(obj, req.NodeClaimName, req.NodeName) }, on)
+		publish(func(obj runtime.Object) events.Event {
+			return events.NodeRegistered(obj, req.NodeClaimName, req.NodeName)
+		}, on)
 	case activities.NodePhaseReady:
-		publish(func(obj runtime.Object) events.Event { return events.NodeInitialized(obj, req.NodeClaimName, req.NodeName) }, on)
+		publish(func(obj runtime.Object) events.Event {
+			return events.NodeInitialized(obj, req.NodeClaimName, req.NodeName)
+		}, on)
 	case activities.NodePhaseDraining, activities.NodePhaseTerminating:
 		if activities.NodePhaseLeaving(previous) {
 			return
