@@ -304,11 +304,12 @@ func TestDeletedNodeIsDrainedAndTerminated(t *testing.T) {
 	}
 	env.waitInstanceTerminated(t, state.Instance.InstanceID)
 	assertTerminationRecorded(t, wf, workflows.ReasonDeleted)
-	// Labelled from the node workflow's search attributes, read back from
-	// the real Temporal server by the TerminateInstance decorator.
-	terminated := metricValue(t, "millwright_nodes_terminated_total", map[string]string{"nodepool": env.pool, "reason": string(workflows.ReasonDeleted)})
+	// Counted once, from the node workflow's Terminated transition
+	// (UpsertNodeClaim), with the node's pool, zone and reason.
+	terminated := metricValue(t, "millwright_nodes_terminated_total", map[string]string{
+		"nodepool": env.pool, "zone": state.Instance.Zone, "reason": string(workflows.ReasonDeleted)})
 	if terminated != 1 {
-		t.Errorf("millwright_nodes_terminated_total{nodepool=%s,reason=Deleted} = %v, want 1", env.pool, terminated)
+		t.Errorf("millwright_nodes_terminated_total{nodepool=%s,zone=%s,reason=Deleted} = %v, want 1", env.pool, state.Instance.Zone, terminated)
 	}
 }
 
