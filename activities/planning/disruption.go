@@ -298,7 +298,7 @@ func (w *world) looksInitialized(node *corev1.Node, ps *poolState) bool {
 			}
 		}
 	}
-	return nodeReady(node) || w.now.Sub(node.CreationTimestamp.Time) >= startingUpFor
+	return nodeReady(node) || w.now.Sub(node.CreationTimestamp.Time) >= w.registrationWindow()
 }
 
 func later(a, b time.Time) time.Time {

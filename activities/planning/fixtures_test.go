@@ -52,12 +52,20 @@ func newProvider(t *testing.T) *cloud.Provider {
 // newPlanner plans against the live cluster (direct API reads) and provider.
 func newPlanner(t *testing.T, provider *cloud.Provider) *Planner {
 	t.Helper()
-	p, err := New(Config{
+	return newPlannerWith(t, provider, func(*Config) {})
+}
+
+// newPlannerWith is newPlanner with its Config changed by change.
+func newPlannerWith(t *testing.T, provider *cloud.Provider, change func(*Config)) *Planner {
+	t.Helper()
+	cfg := Config{
 		Cluster:       testClusterName,
 		State:         NewAPIState(testClientset, testDynamic),
 		InstanceTypes: provider,
 		Logger:        zaptest.NewLogger(t),
-	})
+	}
+	change(&cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

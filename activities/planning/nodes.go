@@ -3,6 +3,7 @@ package planning
 import (
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -12,11 +13,11 @@ import (
 	"github.com/millwright/millwright/model/scheduling"
 )
 
-// startingUpFor is how long after creation a Millwright Node that is not
-// Ready yet counts as starting up (its not-ready taint is expected to go)
-// rather than broken: the registration timeout, after which the node
-// workflow gives up on it anyway.
-const startingUpFor = activities.DefaultRegistrationTimeout
+// initializingFor is how long after registration a Millwright Node may keep
+// its pool's startup taints: the node workflow's initialization timeout
+// (workflows.DefaultInitializationTimeout), after which it gives up on the
+// node anyway.
+const initializingFor = 30 * time.Minute
 
 // ephemeralTaintKeys go away on their own while a new Node starts; pods
 // that do not tolerate them will still land there.
@@ -84,16 +85,31 @@ func (w *world) schedulingTaints(node *corev1.Node, ps *poolState) []corev1.Tain
 	return out
 }
 
+// startingUp reports a Millwright Node that will soon take pods: one not yet
+// adopted (unregistered taint) or not Ready within the registration
+// timeout of its creation, or still carrying startup taints within the
+// initialization timeout after that. Past them the node workflow gives up
+// on the node, so a Node stuck there is broken, not free capacity.
 func (w *world) startingUp(node *corev1.Node, ps *poolState) bool {
+	age, window := w.now.Sub(node.CreationTimestamp.Time), w.registrationWindow()
 	if hasTaintKey(node.Spec.Taints, activities.UnregisteredTaintKey) {
-		return true
+		return age < window
 	}
 	for _, t := range ps.pool.Spec.Template.Spec.StartupTaints {
 		if containsTaint(node.Spec.Taints, t) {
-			return true
+			return age < window+initializingFor
 		}
 	}
-	return !nodeReady(node) && w.now.Sub(node.CreationTimestamp.Time) < startingUpFor
+	return !nodeReady(node) && age < window
+}
+
+// registrationWindow is the registration timeout the world was observed
+// with, or the default.
+func (w *world) registrationWindow() time.Duration {
+	if w.startingUpFor > 0 {
+		return w.startingUpFor
+	}
+	return activities.DefaultRegistrationTimeout
 }
 
 func nodeReady(node *corev1.Node) bool {

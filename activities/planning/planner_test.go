@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
@@ -124,7 +125,10 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 		node      func(pool string) *nodeBuilder
 		fill      string // cpu a pod already bound to the node requests
 		disrupted bool
-		wantPlans int
+		// ahead plans this long after the Node's creation, with the
+		// planner's registration timeout (zero: the default 15m).
+		ahead, registrationTimeout time.Duration
+		wantPlans                  int
 	}{
 		{name: "a Ready node with room takes the pods, managed by Millwright or not",
 			node: func(pool string) *nodeBuilder { return newNode("4", "16Gi").label(poolLabel, pool) }},
@@ -133,6 +137,21 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 				return newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
 					taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute)
 			}},
+		// Regression (issue 10, defect 2): such a node counted as free
+		// capacity forever, so the pods never got a node.
+		{name: "a Millwright node that kept its unregistered taint past the registration timeout does not",
+			node: func(pool string) *nodeBuilder {
+				return newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
+					taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute)
+			},
+			ahead: 20 * time.Minute, wantPlans: 1},
+		// Regression (issue 10, defect 9): the window was a fixed 15m.
+		{name: "a Millwright node within a longer configured registration timeout still takes them",
+			node: func(pool string) *nodeBuilder {
+				return newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).
+					taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute)
+			},
+			ahead: 20 * time.Minute, registrationTimeout: time.Hour},
 		{name: "a full node does not",
 			node: func(pool string) *nodeBuilder { return newNode("1", "16Gi").label(poolLabel, pool) },
 			fill: "900m", wantPlans: 1},
@@ -162,6 +181,13 @@ func TestPlanUsesRoomOnExistingNodes(t *testing.T) {
 				req.DisruptedNodes = []string{node}
 			}
 
+			planner := planner
+			if tc.ahead != 0 {
+				planner = newPlannerWith(t, testProvider, func(cfg *Config) {
+					cfg.Clock = clocktesting.NewFakePassiveClock(time.Now().Add(tc.ahead))
+					cfg.RegistrationTimeout = tc.registrationTimeout
+				})
+			}
 			resp := plan(t, planner, req)
 
 			if got := len(plansOfPool(resp, pool)); got != tc.wantPlans {

@@ -24,6 +24,9 @@ import (
 // world is one planning pass's view of the cluster, already classified.
 type world struct {
 	now time.Time
+	// startingUpFor is the registration timeout: how long a new Node may
+	// take to be adopted and Ready (see startingUp).
+	startingUpFor time.Duration
 
 	// pools are the usable NodePools by name; poolNames is their order.
 	pools     map[string]*poolState
@@ -101,7 +104,10 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 		return nil, err
 	}
 
-	w := &world{now: p.clock.Now(), pools: map[string]*poolState{}}
+	w := &world{now: p.clock.Now(), startingUpFor: p.registrationTimeout, pools: map[string]*poolState{}}
+	if w.startingUpFor == 0 {
+		w.startingUpFor = activities.DefaultRegistrationTimeout
+	}
 	if err := w.readNamespacesAndStorage(ctx, p.state); err != nil {
 		return nil, err
 	}
