@@ -21,6 +21,7 @@ import (
 
 	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/worker/connect"
+	"github.com/millwright/millwright/worker/garbagecollection"
 	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
 	"github.com/millwright/millwright/workflows"
@@ -42,6 +43,7 @@ type flags struct {
 	registrationTimeout time.Duration
 	metricsAddress      string
 	leaseNamespace      string
+	gcGrace             time.Duration
 }
 
 func main() {
@@ -60,6 +62,9 @@ func newCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := durationFromEnv(cmd, "gc-grace", "MILLWRIGHT_GC_GRACE", &f.gcGrace); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runWorker(ctx, f)
@@ -85,6 +90,8 @@ func newCommand() *cobra.Command {
 	}
 	fs.StringVar(&f.metricsAddress, "metrics-address", metricsAddress, "serve /metrics, /healthz and /readyz here; empty disables [$MILLWRIGHT_METRICS_ADDRESS]")
 	fs.StringVar(&f.leaseNamespace, "lease-namespace", connect.EnvOr("POD_NAMESPACE", kube.DefaultLeaseNamespace), "namespace of the Leases that serialise each NodePool's disruption decisions; the worker's own namespace [$POD_NAMESPACE]")
+	fs.DurationVar(&f.gcGrace, "gc-grace", garbagecollection.DefaultGrace,
+		"terminate an instance tagged for the cluster that no node workflow runs this long after its launch [$MILLWRIGHT_GC_GRACE]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -117,23 +124,38 @@ func runWorker(ctx context.Context, f flags) error {
 	}
 	defer temporalClient.Close()
 	return run.Run(ctx, run.Config{
-		Temporal:            temporalClient,
-		Namespace:           f.temporal.Namespace,
-		TaskQueue:           f.taskQueue,
-		ClusterName:         f.clusterName,
-		Kubernetes:          kubeConfig,
-		ClusterEndpoint:     f.clusterEndpoint,
-		AWSRegion:           f.awsRegion,
-		AWSEndpoint:         f.awsEndpoint,
-		Pricing:             f.pricing,
-		InterruptionQueue:   f.interruptionQueue,
-		Provisioner:         workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
-		RegistrationTimeout: f.registrationTimeout,
-		LeaseNamespace:      f.leaseNamespace,
-		MetricsAddress:      f.metricsAddress,
-		Metrics:             workerMetrics,
-		Logger:              logger,
+		Temporal:               temporalClient,
+		Namespace:              f.temporal.Namespace,
+		TaskQueue:              f.taskQueue,
+		ClusterName:            f.clusterName,
+		Kubernetes:             kubeConfig,
+		ClusterEndpoint:        f.clusterEndpoint,
+		AWSRegion:              f.awsRegion,
+		AWSEndpoint:            f.awsEndpoint,
+		Pricing:                f.pricing,
+		InterruptionQueue:      f.interruptionQueue,
+		Provisioner:            workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
+		RegistrationTimeout:    f.registrationTimeout,
+		LeaseNamespace:         f.leaseNamespace,
+		GarbageCollectionGrace: f.gcGrace,
+		MetricsAddress:         f.metricsAddress,
+		Metrics:                workerMetrics,
+		Logger:                 logger,
 	})
+}
+
+// durationFromEnv sets *d from $env unless the flag was given.
+func durationFromEnv(cmd *cobra.Command, flag, env string, d *time.Duration) error {
+	text, set := os.LookupEnv(env)
+	if !set || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	parsed, err := time.ParseDuration(text)
+	if err != nil {
+		return fmt.Errorf("$%s %q: want a duration such as 5m: %w", env, text, err)
+	}
+	*d = parsed
+	return nil
 }
 
 func kubernetesConfig(kubeconfig string) (*rest.Config, error) {

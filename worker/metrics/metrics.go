@@ -89,7 +89,8 @@ type Metrics struct {
 	cloudErrors          *prometheus.CounterVec
 
 	// Visibility: running node workflows by phase.
-	nodeWorkflows *prometheus.GaugeVec
+	nodeWorkflows    *prometheus.GaugeVec
+	garbageCollected *prometheus.CounterVec
 }
 
 // NewRegistry is a registry with the Go runtime and process collectors, as
@@ -183,6 +184,9 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 		cloudErrors: counter("cloudprovider", "errors_total",
 			"AWS API calls that failed after the SDK's retries, by service, operation and error code, and with Karpenter's controller, method and provider labels.",
 			"service", "operation", "controller", "method", "provider", "error"),
+		garbageCollected: counter("", "garbage_collected_total",
+			"Instances terminated and Nodes removed by garbage collection because no node workflow owned them, by resource (instance, node).",
+			"resource"),
 		nodeWorkflows: gauge("", "node_workflows",
 			"Running node workflows by phase, counted from Temporal visibility (MillwrightPhase).", "phase"),
 	}
@@ -199,7 +203,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.nodeClaimsCreated, m.nodeClaimsTerminated, m.nodeClaimsDisrupted, m.nodesCreated, m.nodesLaunched,
 		m.nodesTerminated, m.phaseDuration, m.launchErrors, m.offeringsUnavailable, m.offeringsRejected, m.pendingPods, m.planDuration,
 		m.plannedNodes, m.schedulingDuration, m.queueDepth, m.unschedulablePods, m.podStartupDuration,
-		m.interruptionMessages, m.interruptionReceived, m.cloudDuration, m.cloudErrors, m.nodeWorkflows,
+		m.interruptionMessages, m.interruptionReceived, m.cloudDuration, m.cloudErrors, m.nodeWorkflows, m.garbageCollected,
 	}
 }
 
@@ -286,6 +290,12 @@ func (m *Metrics) PodStarted(took time.Duration) { m.podStartupDuration.Observe(
 func (m *Metrics) InterruptionMessageReceived(kind string) {
 	m.interruptionMessages.WithLabelValues(kind).Inc()
 	m.interruptionReceived.WithLabelValues(kind).Inc()
+}
+
+// GarbageCollected counts an instance or Node (resource "instance" or
+// "node") garbage collection removed.
+func (m *Metrics) GarbageCollected(resource string) {
+	m.garbageCollected.WithLabelValues(resource).Inc()
 }
 
 // CloudAPICall records one AWS API call made by controller (the activity,

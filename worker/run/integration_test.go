@@ -129,6 +129,10 @@ func runWithStack(m *testing.M) (code int) {
 		InterruptionQueue: s.InterruptionQueueName(),
 		// Served on a free port: the server starts and stops with Run.
 		MetricsAddress: "127.0.0.1:0",
+		// Short, so TestOrphansAreGarbageCollected is: every other test's
+		// instances have a running node workflow until they are gone.
+		GarbageCollectionGrace:    20 * time.Second,
+		GarbageCollectionInterval: 2 * time.Second,
 		Metrics:        workerMetrics,
 		Logger:         logger.Named("worker"),
 	}
@@ -311,6 +315,45 @@ func TestDeletedNodeIsDrainedAndTerminated(t *testing.T) {
 	if terminated != 1 {
 		t.Errorf("millwright_nodes_terminated_total{nodepool=%s,zone=%s,reason=Deleted} = %v, want 1", env.pool, state.Instance.Zone, terminated)
 	}
+}
+
+// TestOrphansAreGarbageCollected: a node workflow terminated from the
+// Temporal client (as the UI's Terminate button does) leaves its instance
+// running and its Node behind the termination finalizer, so `kubectl delete
+// node` would hang forever. Garbage collection terminates the instance once
+// its grace after launch has passed and then releases the Node.
+func TestOrphansAreGarbageCollected(t *testing.T) {
+	env := newTestEnv(t, "it-gc", "5s")
+	env.createDeployment(t, "app", 1, "500m")
+	env.waitPodsRunning(t, "app", 1, 4*time.Minute)
+	wf := env.onlyNodeWorkflow(t)
+	state := stacktest.StateOf(t, testTemporal, wf)
+	ctx := context.Background()
+	instancesBefore := metricValue(t, "millwright_garbage_collected_total", map[string]string{"resource": "instance"})
+	nodesBefore := metricValue(t, "millwright_garbage_collected_total", map[string]string{"resource": "node"})
+
+	if err := testTemporal.TerminateWorkflow(ctx, wf, "", "test: terminated as from the Temporal UI"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testKube.CoreV1().Nodes().Delete(ctx, state.NodeName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Grace 20s after launch, a pass every 2s.
+	stacktest.WaitInstanceState(t, testStack.Emulator, state.Instance.InstanceID, "terminated", 2*time.Minute)
+	stacktest.WaitNodeGone(t, testKube, state.NodeName, time.Minute)
+	if got := metricValue(t, "millwright_garbage_collected_total", map[string]string{"resource": "instance"}); got < instancesBefore+1 {
+		t.Errorf("millwright_garbage_collected_total{resource=instance} = %v, want at least %v", got, instancesBefore+1)
+	}
+	if got := metricValue(t, "millwright_garbage_collected_total", map[string]string{"resource": "node"}); got < nodesBefore+1 {
+		t.Errorf("millwright_garbage_collected_total{resource=node} = %v, want at least %v", got, nodesBefore+1)
+	}
+	clustertesting.Eventually(t, 30*time.Second, "GarbageCollected events on Node "+state.NodeName, func(ctx context.Context) (bool, error) {
+		events, err := testKube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + state.NodeName + ",reason=GarbageCollected",
+		})
+		return err == nil && len(events.Items) == 2, err
+	})
 }
 
 // TestPodDisruptionBudgetPacesTheDrain: a PDB allowing one disruption keeps

@@ -31,6 +31,7 @@ import (
 	"github.com/millwright/millwright/activities/events"
 	"github.com/millwright/millwright/activities/millwright"
 	"github.com/millwright/millwright/activities/planning"
+	"github.com/millwright/millwright/worker/garbagecollection"
 	"github.com/millwright/millwright/worker/interruption"
 	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/status"
@@ -87,8 +88,14 @@ type Config struct {
 	// RegistrationTimeout overrides the default 15 minutes.
 	RegistrationTimeout time.Duration
 	// LeaseNamespace is where each NodePool's disruption Lease lives: the
-	// worker's own namespace (the chart passes it). Default "default".
+	// worker's own namespace (the chart passes it). Default "default". The
+	// garbage-collection Lease lives there too.
 	LeaseNamespace string
+	// GarbageCollectionGrace is how long after its launch an instance no
+	// node workflow runs is terminated; GarbageCollectionInterval how often
+	// garbage collection looks. Zero: garbagecollection's defaults (5m, 1m).
+	GarbageCollectionGrace    time.Duration
+	GarbageCollectionInterval time.Duration
 
 	// MetricsAddress is where /metrics, /healthz and /readyz are served
 	// (e.g. ":8080"); empty serves nothing.
@@ -243,6 +250,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 
+	collector, err := garbagecollection.New(garbagecollection.Options{
+		Cluster: cfg.ClusterName, Namespace: cfg.Namespace, Instances: acts.Cloud(), Workflows: cfg.Temporal,
+		Kubernetes: kubeClient, Nodes: factory.Core().V1().Nodes().Lister(), Recorder: recorder, Counter: cfg.Metrics,
+		Grace: cfg.GarbageCollectionGrace, Interval: cfg.GarbageCollectionInterval, LeaseNamespace: cfg.LeaseNamespace,
+		Clock: cfg.Clock, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	factory.Start(runCtx.Done())
@@ -264,7 +281,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer temporalWorker.Stop()
 
-	done := make(chan struct{}, 9)
+	done := make(chan struct{}, 10)
 	goRun := func(f func(context.Context)) {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -279,7 +296,8 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun(func(ctx context.Context) {
 		cfg.Metrics.RunVisibility(ctx, cfg.Temporal, cfg.Namespace, cfg.Clock, 0, logger.Named("visibility"))
 	})
-	running := 6
+	goRun(collector.Run)
+	running := 7
 	if nodeClaimWatcher != nil {
 		goRun(nodeClaimWatcher.Run)
 		running++
