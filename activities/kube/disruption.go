@@ -45,7 +45,7 @@ func (a *Activities) AllowDisruption(ctx context.Context, req activities.AllowDi
 	case req.NodeName == "":
 		return activities.AllowDisruptionResponse{}, invalidRequest(activities.AllowDisruptionActivity, "nodeName", "empty")
 	}
-	unlock, err := a.lockPool(ctx, req.NodePool)
+	ctx, unlock, err := a.lockPool(ctx, req.NodePool)
 	if err != nil {
 		return activities.AllowDisruptionResponse{}, err
 	}

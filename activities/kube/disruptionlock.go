@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,11 +25,17 @@ const DefaultLeaseNamespace = "default"
 // and a budget is a count over the whole pool: two nodes reading "0 of 1
 // disrupted" at once must not both go. client-go's leaderelection package
 // keeps a Lease for a long-lived leader; this is a short critical section
-// per decision, so the acquire/release is written here on the same object.
+// per decision, so the acquire/renew/release is written here on the same
+// object, with leaderelection's rules: the holder renews while it holds,
+// and a waiter judges expiry on its own clock, by how long it has seen the
+// record unchanged (never by comparing the holder's renewTime with its own
+// clock, which a skewed clock would get wrong).
 const (
 	// disruptionLeaseDuration is how long a holder that died mid-decision
 	// keeps the others waiting.
 	disruptionLeaseDuration = 15 * time.Second
+	// disruptionLeaseRenew is how often a holder renews.
+	disruptionLeaseRenew = disruptionLeaseDuration / 3
 	// disruptionLockRetry is how often a waiting decision looks again.
 	disruptionLockRetry = 100 * time.Millisecond
 	// disruptionLockWait bounds the wait; the activity's retry policy takes
@@ -57,29 +64,67 @@ func (e *DisruptionLockTimeoutError) Error() string {
 	return fmt.Sprintf("NodePool %s: disruption Lease %s held by %s for %s", e.NodePool, e.Lease, e.Holder, e.Waited)
 }
 
-// lockPool takes pool's disruption Lease and returns its release. The Lease
-// is created on first use; a Lease whose holder stopped renewing it for
-// disruptionLeaseDuration is taken over.
-func (a *Activities) lockPool(ctx context.Context, pool string) (func(), error) {
+// leaseObservation is what this process last saw of a Lease: its
+// resourceVersion (every renewal changes it) and when, on this process's
+// clock, it changed.
+type leaseObservation struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// leaseObservations are kept per Lease name for the process's life (one per
+// NodePool).
+type leaseObservations struct {
+	mu   sync.Mutex
+	seen map[string]leaseObservation
+}
+
+// expired reports whether lease's holder has not renewed it for its
+// duration as this process saw it: the first sight of a record, or of a
+// change, starts the count.
+func (o *leaseObservations) expired(lease *coordinationv1.Lease, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil {
+		o.seen = map[string]leaseObservation{}
+	}
+	seen, ok := o.seen[lease.Name]
+	if !ok || seen.resourceVersion != lease.ResourceVersion {
+		o.seen[lease.Name] = leaseObservation{resourceVersion: lease.ResourceVersion, at: now}
+		return false
+	}
+	duration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return now.Sub(seen.at) > duration
+}
+
+// lockPool takes pool's disruption Lease and renews it until release is
+// called. The returned context ends when the Lease is released or lost (a
+// renewal found another holder), so work done under it stops. The Lease is
+// created on first use; one whose holder stopped renewing it for its
+// duration, as this process saw it, is taken over.
+func (a *Activities) lockPool(ctx context.Context, pool string) (context.Context, func(), error) {
 	name := disruptionLeaseName(pool)
-	holder := "millwright-" + uuid.NewString()
+	holder := a.identity + "-" + uuid.NewString()[:8]
 	started := a.clock.Now()
 	lastHolder := ""
 	for {
 		acquired, current, err := a.tryLease(ctx, name, holder)
 		if err != nil {
-			return nil, fmt.Errorf("NodePool %s: disruption Lease %s/%s: %w", pool, a.leaseNamespace, name, err)
+			return nil, nil, fmt.Errorf("NodePool %s: disruption Lease %s/%s: %w", pool, a.leaseNamespace, name, err)
 		}
 		if acquired {
-			return func() { a.releaseLease(name, holder) }, nil
+			held, release := a.holdLease(ctx, name, holder)
+			return held, release, nil
 		}
-		lastHolder = current
+		if current != "" {
+			lastHolder = current
+		}
 		if waited := a.clock.Since(started); waited >= disruptionLockWait {
-			return nil, &DisruptionLockTimeoutError{NodePool: pool, Lease: a.leaseNamespace + "/" + name, Holder: lastHolder, Waited: waited}
+			return nil, nil, &DisruptionLockTimeoutError{NodePool: pool, Lease: a.leaseNamespace + "/" + name, Holder: lastHolder, Waited: waited}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-a.clock.After(disruptionLockRetry):
 		}
 	}
@@ -107,9 +152,10 @@ func (a *Activities) tryLease(ctx context.Context, name, holder string) (bool, s
 	if err != nil {
 		return false, "", err
 	}
-	if current := ptr.Deref(lease.Spec.HolderIdentity, ""); current != "" && !a.leaseExpired(lease) {
+	if current := ptr.Deref(lease.Spec.HolderIdentity, ""); current != "" && !a.leases.expired(lease, a.clock.Now()) {
 		return false, current, nil
 	}
+	spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	lease.Spec = spec
 	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
@@ -118,12 +164,51 @@ func (a *Activities) tryLease(ctx context.Context, name, holder string) (bool, s
 	return err == nil, "", err
 }
 
-func (a *Activities) leaseExpired(lease *coordinationv1.Lease) bool {
-	if lease.Spec.RenewTime == nil {
-		return true
+// holdLease renews the held Lease every disruptionLeaseRenew until the
+// returned release is called; the context ends at release or when a
+// renewal finds the Lease lost.
+func (a *Activities) holdLease(ctx context.Context, name, holder string) (context.Context, func()) {
+	held, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ticker := a.clock.NewTicker(disruptionLeaseRenew)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-held.Done():
+				return
+			case <-ticker.C():
+			}
+			if err := a.renewLease(held, name, holder); err != nil {
+				if held.Err() == nil {
+					a.logger.Warn("Lost a disruption Lease while deciding; the decision stops", zap.String("lease", name), zap.Error(err))
+				}
+				cancel()
+				return
+			}
+		}
+	}()
+	return held, func() {
+		cancel()
+		<-stopped
+		a.releaseLease(name, holder)
 	}
-	duration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return a.clock.Now().After(lease.Spec.RenewTime.Add(duration))
+}
+
+// renewLease moves the Lease's renewTime to now if holder still holds it.
+func (a *Activities) renewLease(ctx context.Context, name, holder string) error {
+	leases := a.clientset.CoordinationV1().Leases(a.leaseNamespace)
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if current := ptr.Deref(lease.Spec.HolderIdentity, ""); current != holder {
+		return fmt.Errorf("held by %q now", current)
+	}
+	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(a.clock.Now()))
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
 }
 
 // releaseLease clears the holder if it is still holder. Failing to release

@@ -258,6 +258,10 @@ func (d *nodeDrain) evict(ctx context.Context, group []*corev1.Pod, now time.Tim
 			blocked = append(blocked, fmt.Sprintf("%s (eviction failed: %v)", key, err))
 			d.logger.Warn("Eviction failed", zap.String("pod", key), zap.Error(err))
 		}
+		// Within the pass, not only after it: a node with hundreds of pods
+		// (and a throttled client) takes longer than the heartbeat timeout
+		// to go through them once. The SDK throttles what it sends.
+		heartbeat(ctx, d.progress)
 	}
 	return blocked, nil
 }

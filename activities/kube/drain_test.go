@@ -209,9 +209,18 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 		t.Error(`no "Cordoned node" log line naming the node`)
 	}
 	stages := map[activities.DrainStage]bool{}
+	evictedCounts := map[int]bool{}
 	for _, detail := range h.heartbeats.all() {
 		if progress, ok := progressDetail(detail); ok {
 			stages[progress.Stage] = true
+			evictedCounts[progress.Evicted] = true
+		}
+	}
+	// Regression (issue 10, defect 6): one heartbeat per pass let a node
+	// with many pods outlast the 30 s heartbeat timeout mid-pass.
+	for evicted := 1; evicted <= 5; evicted++ {
+		if !evictedCounts[evicted] {
+			t.Errorf("no heartbeat after eviction %d: heartbeats only per pass (saw evicted counts %v)", evicted, evictedCounts)
 		}
 	}
 	for _, want := range []activities.DrainStage{activities.DrainStageEvictNonCritical, activities.DrainStageEvictDaemonSet,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type Config struct {
 	// Events publishes the node lifecycle's Kubernetes events. Default:
 	// events.Discard.
 	Events events.Recorder
+	// Identity names this worker in the Leases it holds (the pod name in
+	// a cluster). Default: the host name.
+	Identity string
 }
 
 // InvalidConfigError names the Config field that makes it unusable.
@@ -88,6 +92,8 @@ type Activities struct {
 	evictionRetryMax     time.Duration
 	leaseNamespace       string
 	events               events.Recorder
+	identity             string
+	leases               leaseObservations
 
 	// nodes is a shared Node informer indexed by spec.providerID. It is
 	// started on first use, so a worker that never runs a waiting activity
@@ -124,7 +130,14 @@ func New(cfg Config) (*Activities, error) {
 		evictionRetryMax:     cfg.EvictionRetryMax,
 		leaseNamespace:       cfg.LeaseNamespace,
 		events:               cfg.Events,
+		identity:             cfg.Identity,
 		stop:                 make(chan struct{}),
+	}
+	if a.identity == "" {
+		a.identity, _ = os.Hostname()
+	}
+	if a.identity == "" {
+		a.identity = "millwright"
 	}
 	if a.clock == nil {
 		a.clock = clock.RealClock{}
