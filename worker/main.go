@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -44,6 +45,8 @@ type flags struct {
 	metricsAddress      string
 	leaseNamespace      string
 	gcGrace             time.Duration
+	kubeQPS             float32
+	kubeBurst           int
 }
 
 func main() {
@@ -63,6 +66,12 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := durationFromEnv(cmd, "gc-grace", "MILLWRIGHT_GC_GRACE", &f.gcGrace); err != nil {
+				return err
+			}
+			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
+				return err
+			}
+			if err := numberFromEnv(cmd, "kube-burst", "MILLWRIGHT_KUBE_BURST", &f.kubeBurst); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -92,6 +101,10 @@ func newCommand() *cobra.Command {
 	fs.StringVar(&f.leaseNamespace, "lease-namespace", connect.EnvOr("POD_NAMESPACE", kube.DefaultLeaseNamespace), "namespace of the Leases that serialise each NodePool's disruption decisions; the worker's own namespace [$POD_NAMESPACE]")
 	fs.DurationVar(&f.gcGrace, "gc-grace", garbagecollection.DefaultGrace,
 		"terminate an instance tagged for the cluster that no node workflow runs this long after its launch [$MILLWRIGHT_GC_GRACE]")
+	fs.Float32Var(&f.kubeQPS, "kube-qps", run.DefaultKubeQPS,
+		"client-side rate limit (queries per second) shared by every Kubernetes call of this worker [$MILLWRIGHT_KUBE_QPS]")
+	fs.IntVar(&f.kubeBurst, "kube-burst", run.DefaultKubeBurst,
+		"burst above --kube-qps the Kubernetes clients may make [$MILLWRIGHT_KUBE_BURST]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -138,6 +151,9 @@ func runWorker(ctx context.Context, f flags) error {
 		RegistrationTimeout:    f.registrationTimeout,
 		LeaseNamespace:         f.leaseNamespace,
 		GarbageCollectionGrace: f.gcGrace,
+		KubeQPS:                f.kubeQPS,
+		KubeBurst:              f.kubeBurst,
+		Identity:               os.Getenv("POD_NAME"),
 		MetricsAddress:         f.metricsAddress,
 		Metrics:                workerMetrics,
 		Logger:                 logger,
@@ -155,6 +171,29 @@ func durationFromEnv(cmd *cobra.Command, flag, env string, d *time.Duration) err
 		return fmt.Errorf("$%s %q: want a duration such as 5m: %w", env, text, err)
 	}
 	*d = parsed
+	return nil
+}
+
+// numberFromEnv sets *n from $env unless the flag was given.
+func numberFromEnv[N float32 | int](cmd *cobra.Command, flag, env string, n *N) error {
+	text, set := os.LookupEnv(env)
+	if !set || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	var parsed N
+	var err error
+	switch p := any(&parsed).(type) {
+	case *int:
+		*p, err = strconv.Atoi(text)
+	case *float32:
+		var f float64
+		f, err = strconv.ParseFloat(text, 32)
+		*p = float32(f)
+	}
+	if err != nil || parsed < 0 {
+		return fmt.Errorf("$%s %q: want a non-negative number", env, text)
+	}
+	*n = parsed
 	return nil
 }
 

@@ -65,6 +65,9 @@ type Config struct {
 	// disruption decisions: the worker's own namespace. Default
 	// kube.DefaultLeaseNamespace.
 	LeaseNamespace string
+	// Identity names this worker in the Leases it holds. Default: the
+	// host name.
+	Identity string
 
 	// Events publishes the activities' Kubernetes events (events.Broadcast).
 	// Default: events.Discard.
@@ -136,7 +139,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	kubeActivities, err := kube.New(kube.Config{
 		Clientset: cfg.Kubernetes, Dynamic: cfg.Dynamic, Clock: cfg.Clock, Logger: cfg.Logger,
-		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace, Events: cfg.Events,
+		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace, Events: cfg.Events, Identity: cfg.Identity,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("millwright activities: %w", err)

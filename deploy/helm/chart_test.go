@@ -200,9 +200,14 @@ func TestRenderDefaults(t *testing.T) {
 		// The worker's default, spelt out so the probes and the Service
 		// cannot drift from it.
 		"MILLWRIGHT_METRICS_ADDRESS": ":8080",
+		// Karpenter's client rates, not client-go's 5/10.
+		"MILLWRIGHT_KUBE_QPS":   "200",
+		"MILLWRIGHT_KUBE_BURST": "300",
+		"MILLWRIGHT_GC_GRACE":   "5m",
 		// From the downward API (no literal value): checked in
 		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
 		"POD_NAMESPACE": "",
+		"POD_NAME":      "",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("env = %v, want %v", got, want)
@@ -298,6 +303,8 @@ clusterEndpoint: https://ABC.gr7.us-west-2.eks.amazonaws.com
 interruptionQueue: Millwright-prod
 logLevel: debug
 aws: {pricing: true}
+kubeClient: {qps: 50, burst: 75}
+garbageCollection: {grace: 10m}
 temporal:
   address: prod.a1b2c.tmprl.cloud:7233
   namespace: prod.a1b2c
@@ -327,7 +334,11 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_INTERRUPTION_QUEUE": "Millwright-prod",
 		"MILLWRIGHT_LOG_LEVEL":          "debug",
 		"MILLWRIGHT_METRICS_ADDRESS":    ":8080",
+		"MILLWRIGHT_KUBE_QPS":           "50",
+		"MILLWRIGHT_KUBE_BURST":         "75",
+		"MILLWRIGHT_GC_GRACE":           "10m",
 		"POD_NAMESPACE":                 "", // the downward API's
+		"POD_NAME":                      "",
 	}
 	got := map[string]string{}
 	for name, e := range env(t, d) {

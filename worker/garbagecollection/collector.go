@@ -46,14 +46,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/activities/events"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/worker/interruption"
 	"github.com/millwright/millwright/workflows"
@@ -103,7 +104,7 @@ type Options struct {
 	Kubernetes kubernetes.Interface
 	// Nodes lists Nodes (the worker's informer).
 	Nodes    corelisters.NodeLister
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	Counter  Counter
 	// Grace and Interval default to DefaultGrace and DefaultInterval.
 	Grace, Interval time.Duration
@@ -143,7 +144,7 @@ func New(opts Options) (*Collector, error) {
 		opts.Logger = zap.NewNop()
 	}
 	if opts.Recorder == nil {
-		opts.Recorder = &record.FakeRecorder{}
+		opts.Recorder = events.Discard
 	}
 	return &Collector{opts: opts, log: opts.Logger.Named("garbagecollection")}, nil
 }
@@ -339,14 +340,16 @@ func (c *Collector) removeNode(ctx context.Context, node *corev1.Node) error {
 
 // event records on the Node, else on the NodePool the instance was for.
 func (c *Collector) event(node *corev1.Node, nodePool, message string) {
+	var about runtime.Object
 	switch {
 	case node != nil:
-		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-		c.opts.Recorder.Event(ref, corev1.EventTypeNormal, ReasonGarbageCollected, message)
+		about = events.NodeRef(node.Name, node.UID)
 	case nodePool != "":
-		ref := &corev1.ObjectReference{Kind: "NodePool", APIVersion: apisv1.GroupVersion.String(), Name: nodePool}
-		c.opts.Recorder.Event(ref, corev1.EventTypeNormal, ReasonGarbageCollected, message)
+		about = events.NodePoolRef(nodePool, "")
+	default:
+		return
 	}
+	c.opts.Recorder.Publish(events.Event{InvolvedObject: about, Type: corev1.EventTypeNormal, Reason: ReasonGarbageCollected, Message: message})
 }
 
 func (c *Collector) count(resource string) {

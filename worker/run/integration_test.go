@@ -133,8 +133,8 @@ func runWithStack(m *testing.M) (code int) {
 		// instances have a running node workflow until they are gone.
 		GarbageCollectionGrace:    20 * time.Second,
 		GarbageCollectionInterval: 2 * time.Second,
-		Metrics:        workerMetrics,
-		Logger:         logger.Named("worker"),
+		Metrics:                   workerMetrics,
+		Logger:                    logger.Named("worker"),
 	}
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	workerDone := make(chan error, 1)

@@ -42,6 +42,15 @@ import (
 // DefaultTaskQueue is where Millwright's workflows and activities run.
 const DefaultTaskQueue = "millwright"
 
+// Client-side rate limits of the worker's Kubernetes clients when Config
+// leaves them zero: Karpenter's. client-go's own (5 QPS, burst 10) are
+// shared by every activity, informer and controller of the process and
+// throttled disruption decisions for seconds at a time.
+const (
+	DefaultKubeQPS   = 200
+	DefaultKubeBurst = 300
+)
+
 // informerResync re-delivers every object periodically so a lost signal is
 // eventually sent again.
 const informerResync = 10 * time.Minute
@@ -55,8 +64,16 @@ type Config struct {
 	TaskQueue string
 	// ClusterName identifies the cluster in workflow ids, tags and discovery.
 	ClusterName string
-	// Kubernetes reaches the API server.
+	// Kubernetes reaches the API server. Its QPS and Burst are replaced by
+	// KubeQPS and KubeBurst.
 	Kubernetes *rest.Config
+	// KubeQPS and KubeBurst rate-limit every Kubernetes call of the worker;
+	// zero: DefaultKubeQPS, DefaultKubeBurst.
+	KubeQPS   float32
+	KubeBurst int
+	// Identity names this worker in the Leases it holds (the pod name);
+	// default: the host name.
+	Identity string
 	// ClusterEndpoint and ClusterCA are what nodes join with (userData);
 	// default: the Kubernetes config's host and CA.
 	ClusterEndpoint string
@@ -192,6 +209,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RegistrationTimeout: cfg.RegistrationTimeout,
 		LeaseNamespace:      cfg.LeaseNamespace,
 		Events:              recorder,
+		Identity:            cfg.Identity,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: activities: %w", err)
@@ -254,7 +272,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Cluster: cfg.ClusterName, Namespace: cfg.Namespace, Instances: acts.Cloud(), Workflows: cfg.Temporal,
 		Kubernetes: kubeClient, Nodes: factory.Core().V1().Nodes().Lister(), Recorder: recorder, Counter: cfg.Metrics,
 		Grace: cfg.GarbageCollectionGrace, Interval: cfg.GarbageCollectionInterval, LeaseNamespace: cfg.LeaseNamespace,
-		Clock: cfg.Clock, Logger: logger,
+		Identity: cfg.Identity, Clock: cfg.Clock, Logger: logger,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -356,6 +374,15 @@ func (cfg *Config) defaults() error {
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = DefaultTaskQueue
 	}
+	if cfg.KubeQPS == 0 {
+		cfg.KubeQPS = DefaultKubeQPS
+	}
+	if cfg.KubeBurst == 0 {
+		cfg.KubeBurst = DefaultKubeBurst
+	}
+	limited := rest.CopyConfig(cfg.Kubernetes)
+	limited.QPS, limited.Burst = cfg.KubeQPS, cfg.KubeBurst
+	cfg.Kubernetes = limited
 	if cfg.ClusterEndpoint == "" {
 		cfg.ClusterEndpoint = cfg.Kubernetes.Host
 	}
