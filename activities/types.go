@@ -496,7 +496,14 @@ type PlanResponse struct {
 	PlacedOnExisting int                `json:"placedOnExisting"`
 	Unschedulable    []UnschedulablePod `json:"unschedulable,omitempty"`
 	// Deferred pods belong to plans beyond MaxNodePlans; plan them next.
+	// Pods of disrupted nodes are not listed (they are bound, so a pod key
+	// alone would not be planned again): their nodes are in
+	// DeferredDisruptedNodes.
 	Deferred []string `json:"deferred,omitempty"`
+	// DeferredDisruptedNodes are the request's disrupted nodes some of
+	// whose pods belong to plans beyond MaxNodePlans: name them again in
+	// the next batch (the pods already planned are in flight by then).
+	DeferredDisruptedNodes []string `json:"deferredDisruptedNodes,omitempty"`
 	// Settled names in-flight node claims that are no longer in flight (their
 	// Node registered or their workflow closed).
 	Settled []string `json:"settled,omitempty"`

@@ -73,6 +73,11 @@ func (p *provisioner) runBatch() {
 	for _, key := range plan.Deferred {
 		p.pendingPods[key] = struct{}{}
 	}
+	if len(plan.DeferredDisruptedNodes) > 0 && changed(p.ctx, changeKeepDeferredDisruptedNodes) {
+		for _, node := range plan.DeferredDisruptedNodes {
+			p.disruptedNodes[node] = struct{}{}
+		}
+	}
 	p.logUnschedulable(plan.Unschedulable)
 	for _, skipped := range plan.Skipped {
 		p.logger.Warn(fmt.Sprintf("%s %s skipped by planning: %s", skipped.Kind, skipped.Name, skipped.Reason))

@@ -584,3 +584,22 @@ func TestInFlightNodesLastTheirRegistrationTimeout(t *testing.T) {
 		t.Errorf("80 minutes after (launch 15m + registration 1h + 1m passed), in flight = %+v, want it forgotten", requests[2].InFlight)
 	}
 }
+
+// Regression (issue 10, defect 7): the disrupted nodes the planner deferred
+// were dropped with the batch, so their pods never got a replacement.
+func TestDeferredDisruptedNodesArePlannedNext(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalReplan, ReplanRequest{NodeClaimName: "default-spot", DisruptedNodes: []string{"ip-1", "ip-2", "ip-3"}, Reason: "interrupted"})
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{
+		Plans:                  []activities.NodeLaunchSpec{nodePlan("default", "default/a")},
+		DeferredDisruptedNodes: []string{"ip-2", "ip-3"},
+	}, nil).Once()
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{}, nil).Once()
+
+	h.runProvisioner(provisionerInput(batches(2)))
+
+	requests := h.planRequests()
+	if len(requests) != 2 || !slices.Equal(requests[1].DisruptedNodes, []string{"ip-2", "ip-3"}) || len(requests[1].InFlight) != 1 {
+		t.Errorf("plan requests = %+v, want the deferred disrupted nodes planned next beside the first batch's node in flight", requests)
+	}
+}

@@ -76,6 +76,11 @@ const (
 	// NodeClaim (UpsertNodeClaim) when it starts and at every phase it
 	// enters.
 	changeNodeClaimMirror changeID = "node-claim-mirror"
+	// changeKeepDeferredDisruptedNodes (provisioner_batch.go): disrupted
+	// nodes whose pods the planner deferred past MaxNodePlans are planned
+	// again in the next batch, instead of their replacement capacity being
+	// dropped.
+	changeKeepDeferredDisruptedNodes changeID = "provisioner-keep-deferred-disrupted-nodes"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -146,10 +146,15 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 	if maxPlans <= 0 {
 		maxPlans = len(result.NewNodes) + w.totalMinNodes()
 	}
+	deferredNodes := map[string]bool{}
 	for i := range result.NewNodes {
 		plan := &result.NewNodes[i]
 		if len(resp.Plans) >= maxPlans {
 			for _, pod := range plan.Pods {
+				if node := pod.Spec.NodeName; node != "" {
+					deferredNodes[node] = true // a disrupted node's pod
+					continue
+				}
 				resp.Deferred = append(resp.Deferred, podKey(pod))
 			}
 			continue
@@ -161,6 +166,10 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		resp.Plans = append(resp.Plans, spec)
 	}
 	slices.Sort(resp.Deferred)
+	for node := range deferredNodes {
+		resp.DeferredDisruptedNodes = append(resp.DeferredDisruptedNodes, node)
+	}
+	slices.Sort(resp.DeferredDisruptedNodes)
 
 	resp.Plans = append(resp.Plans, w.minNodesPlans(cluster, maxPlans-len(resp.Plans), p.registrationTimeout)...)
 	resp.Skipped = w.skipped

@@ -508,3 +508,47 @@ func TestPlanReplansPodsOfDisruptedNodes(t *testing.T) {
 		t.Fatalf("plans %+v, want one node for %v", plans, keys)
 	}
 }
+
+// Regression (issue 10, defect 7): an interruption wave needing more nodes
+// than one batch may plan deferred the rest by pod key, and the next batch
+// skipped those pods (they are still bound to the interrupted nodes), so
+// their replacement capacity was never launched. The planner now names the
+// disrupted nodes it deferred, and planning them again with the first
+// batch's node in flight plans exactly the rest.
+func TestPlanDefersPodsOfDisruptedNodesByNode(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
+	var nodes []string
+	for range 3 {
+		node := newNode("4", "16Gi").label(poolLabel, pool).label(apisv1.LabelNodePool, pool).createReady(t)
+		// 1500m: one per m5.large (1930m allocatable).
+		newPod(ns, clustertesting.UniqueName("bound"), "1500m", "1Gi").selectPool(pool).bindTo(node).create(t)
+		nodes = append(nodes, node)
+	}
+
+	first := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, DisruptedNodes: nodes, MaxNodePlans: 1})
+	plans := plansOfPool(first, pool)
+	if len(plans) != 1 || len(first.DeferredDisruptedNodes) != 2 || len(first.Deferred) != 0 {
+		t.Fatalf("first batch: %d plan(s), deferred nodes %v, deferred pods %v; want 1 plan and the other 2 nodes deferred",
+			len(plans), first.DeferredDisruptedNodes, first.Deferred)
+	}
+	inFlight := []activities.InFlightNode{{NodeClaimName: clustertesting.UniqueName("claim"), NodePool: pool,
+		InstanceTypes: optionNames(plans[0]), PodKeys: plans[0].PodKeys, StartedAt: time.Now()}}
+
+	second := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, DisruptedNodes: first.DeferredDisruptedNodes,
+		InFlight: inFlight, MaxNodePlans: 10})
+	planned := map[string]bool{plans[0].PodKeys[0]: true}
+	for _, spec := range plansOfPool(second, pool) {
+		for _, key := range spec.PodKeys {
+			if planned[key] {
+				t.Errorf("pod %s planned twice", key)
+			}
+			planned[key] = true
+		}
+	}
+	if len(planned) != 3 || len(second.DeferredDisruptedNodes) != 0 {
+		t.Errorf("after two batches %d of 3 pods planned (deferred nodes %v)", len(planned), second.DeferredDisruptedNodes)
+	}
+}
