@@ -475,7 +475,25 @@ type PlanRequest struct {
 	// under Temporal's payload size limit; pods of plans beyond it come back
 	// in Deferred.
 	MaxNodePlans int `json:"maxNodePlans"`
+	// MaxPlannedPods bounds the pods the plans carry, so the
+	// provisioner's in-flight state stays bounded however large the
+	// backlog; zero: no bound; negative: no pods (pod-less minNodes plans
+	// only). Pods of plans beyond it come back in Deferred.
+	MaxPlannedPods int `json:"maxPlannedPods,omitempty"`
 }
+
+// Bounds of a PlanResponse, so it stays far below Temporal's payload limits
+// (2 MiB per payload, warnings from 512 KiB) whatever the backlog.
+const (
+	// MaxUnschedulableReported bounds PlanResponse.Unschedulable.
+	MaxUnschedulableReported = 100
+	// MaxDeferredReported bounds PlanResponse.Deferred.
+	MaxDeferredReported = 1000
+	// MaxPlanBytes bounds the JSON size of PlanResponse.Plans (and so of
+	// the StartNodeWorkflows request made from them); plans beyond it are
+	// deferred like those beyond MaxNodePlans.
+	MaxPlanBytes = 256 << 10
+)
 
 // UnschedulablePod is a pod no pool can take, with the constraint that
 // failed.
@@ -493,13 +511,19 @@ type PlanResponse struct {
 	// PodsConsidered counts the provisionable pods the planner found.
 	PodsConsidered int `json:"podsConsidered"`
 	// PlacedOnExisting counts pods that fit existing or in-flight nodes.
-	PlacedOnExisting int                `json:"placedOnExisting"`
-	Unschedulable    []UnschedulablePod `json:"unschedulable,omitempty"`
+	PlacedOnExisting int `json:"placedOnExisting"`
+	// Unschedulable lists at most MaxUnschedulableReported pods;
+	// UnschedulableCount counts them all.
+	Unschedulable      []UnschedulablePod `json:"unschedulable,omitempty"`
+	UnschedulableCount int                `json:"unschedulableCount,omitempty"`
 	// Deferred pods belong to plans beyond MaxNodePlans; plan them next.
 	// Pods of disrupted nodes are not listed (they are bound, so a pod key
 	// alone would not be planned again): their nodes are in
 	// DeferredDisruptedNodes.
 	Deferred []string `json:"deferred,omitempty"`
+	// DeferredMore: more pods were deferred than Deferred lists (at most
+	// MaxDeferredReported): plan every pending pod next.
+	DeferredMore bool `json:"deferredMore,omitempty"`
 	// DeferredDisruptedNodes are the request's disrupted nodes some of
 	// whose pods belong to plans beyond MaxNodePlans: name them again in
 	// the next batch (the pods already planned are in flight by then).

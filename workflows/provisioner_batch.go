@@ -15,6 +15,55 @@ import (
 // maxUnschedulableLogged bounds the per-pod log lines of one batch.
 const maxUnschedulableLogged = 20
 
+// Bounds of what the provisioner carries and sends, so every payload (the
+// Plan and StartNodeWorkflows requests and responses, the continue-as-new
+// input) stays far below Temporal's limits whatever the backlog
+// (TestProvisionerPayloadsStayBoundedAt20000PendingPods).
+const (
+	// maxPendingPodKeys: beyond it the keys are dropped for a plan of
+	// every pending pod (a resync), which the planner finds itself.
+	maxPendingPodKeys = 1000
+	// maxInFlightPodKeys and maxInFlightNodes bound the in-flight state:
+	// when it is full, a batch plans one node at most until launched nodes
+	// register (the planner settles them) and make room.
+	maxInFlightPodKeys = 5000
+	maxInFlightNodes   = 1000
+	// maxInFlightInstanceTypes are kept per in-flight node: its cheapest
+	// options, which are the smallest, so its room is not overstated.
+	maxInFlightInstanceTypes = 10
+)
+
+// inFlightFullWait spaces batches while the in-flight state is full.
+const inFlightFullWait = 5 * time.Second
+
+// inFlightRoom is how many node plans and planned pods the in-flight state
+// has room for; pods -1 means none (only pod-less minNodes plans, bounded
+// by the pools' minNodes, may go).
+func (p *provisioner) inFlightRoom() (nodePlans, pods int) {
+	podKeys := 0
+	for _, node := range p.inFlight {
+		podKeys += len(node.PodKeys)
+	}
+	nodeRoom := maxInFlightNodes - len(p.inFlight)
+	pods = maxInFlightPodKeys - podKeys
+	if pods <= 0 || nodeRoom <= 0 {
+		pods = -1
+	}
+	return min(p.input.MaxNodePlansPerBatch, max(1, nodeRoom)), pods
+}
+
+// addPendingPods queues pods for the next batch; past maxPendingPodKeys
+// the next batch plans every pending pod instead of carrying their keys.
+func (p *provisioner) addPendingPods(keys []string) {
+	for _, key := range keys {
+		p.pendingPods[key] = struct{}{}
+	}
+	if len(p.pendingPods) > maxPendingPodKeys && changed(p.ctx, changeBoundedPayloads) {
+		p.pendingPods = map[string]struct{}{}
+		p.resync = true
+	}
+}
+
 // runBatch plans everything pending and starts a node workflow per plan.
 func (p *provisioner) runBatch() {
 	now := workflow.Now(p.ctx)
@@ -36,6 +85,11 @@ func (p *provisioner) runBatch() {
 		InFlight:             p.inFlight,
 		UnavailableOfferings: p.unavailable,
 		MaxNodePlans:         p.input.MaxNodePlansPerBatch,
+	}
+	inFlightFull := false
+	if changed(p.ctx, changeBoundedPayloads) {
+		request.MaxNodePlans, request.MaxPlannedPods = p.inFlightRoom()
+		inFlightFull = request.MaxPlannedPods < maxInFlightPodKeys/10
 	}
 	p.logger.Debug("Planning a batch", "signalledPods", len(pods),
 		"disruptedNodes", len(nodes), "resync", p.resync, "reconcile", p.reconcileReasons)
@@ -68,10 +122,16 @@ func (p *provisioner) runBatch() {
 	if plan.PodsConsidered > 0 || len(nodes) > 0 {
 		p.logger.Info(fmt.Sprintf("Found %d provisionable pods", plan.PodsConsidered), "disruptedNodes", len(nodes))
 	}
-	summary.Plans, summary.Unschedulable, summary.Deferred = len(plan.Plans), len(plan.Unschedulable), len(plan.Deferred)
+	summary.Plans, summary.Unschedulable, summary.Deferred = len(plan.Plans), max(len(plan.Unschedulable), plan.UnschedulableCount), len(plan.Deferred)
 	p.settle(plan.Settled...)
-	for _, key := range plan.Deferred {
-		p.pendingPods[key] = struct{}{}
+	p.addPendingPods(plan.Deferred)
+	if plan.DeferredMore {
+		p.resync = true // more were deferred than listed
+	}
+	if inFlightFull && (len(plan.Deferred) > 0 || plan.DeferredMore) {
+		// Planning again before launched nodes register would only plan
+		// one node per pass.
+		defer func() { _ = workflow.Sleep(p.ctx, inFlightFullWait) }()
 	}
 	if len(plan.DeferredDisruptedNodes) > 0 && changed(p.ctx, changeKeepDeferredDisruptedNodes) {
 		for _, node := range plan.DeferredDisruptedNodes {
@@ -156,6 +216,7 @@ func (p *provisioner) retryUnstarted() bool {
 // registers, its workflow asks for a replan, or it can no longer register.
 func (p *provisioner) recordInFlight(starts []activities.NodeWorkflowStart, now time.Time) {
 	withDeadline := changed(p.ctx, changeInFlightUntilRegistration)
+	bounded := changed(p.ctx, changeBoundedPayloads)
 	for _, start := range starts {
 		node := activities.InFlightNode{
 			NodeClaimName: start.Spec.NodeClaimName,
@@ -163,6 +224,9 @@ func (p *provisioner) recordInFlight(starts []activities.NodeWorkflowStart, now 
 			InstanceTypes: instanceTypeNames(start.Spec.InstanceTypeOptions),
 			PodKeys:       start.Spec.PodKeys,
 			StartedAt:     now,
+		}
+		if bounded && len(node.InstanceTypes) > maxInFlightInstanceTypes {
+			node.InstanceTypes = node.InstanceTypes[:maxInFlightInstanceTypes]
 		}
 		if withDeadline {
 			node.Until = now.Add(inFlightBound(start.Spec))
@@ -208,9 +272,7 @@ func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) ac
 // retryLater puts a failed batch's work back and waits before the next
 // batch, so a broken dependency is not hammered. Signals queue meanwhile.
 func (p *provisioner) retryLater(pods, nodes []string, err error) {
-	for _, key := range pods {
-		p.pendingPods[key] = struct{}{}
-	}
+	p.addPendingPods(pods)
 	for _, node := range nodes {
 		p.disruptedNodes[node] = struct{}{}
 	}

@@ -67,18 +67,14 @@ func (p *provisioner) absorbPendingSignals() {
 }
 
 func (p *provisioner) applyPodsPending(pending PodsPending) {
-	for _, key := range pending.PodKeys {
-		p.pendingPods[key] = struct{}{}
-	}
+	p.addPendingPods(pending.PodKeys)
 }
 
 func (p *provisioner) applyReplan(replan ReplanRequest) {
 	if replan.NodeClaimName != "" {
 		p.settle(replan.NodeClaimName)
 	}
-	for _, key := range replan.PodKeys {
-		p.pendingPods[key] = struct{}{}
-	}
+	p.addPendingPods(replan.PodKeys)
 	for _, node := range replan.DisruptedNodes {
 		p.disruptedNodes[node] = struct{}{}
 	}

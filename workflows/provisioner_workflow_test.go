@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -601,5 +602,131 @@ func TestDeferredDisruptedNodesArePlannedNext(t *testing.T) {
 	requests := h.planRequests()
 	if len(requests) != 2 || !slices.Equal(requests[1].DisruptedNodes, []string{"ip-2", "ip-3"}) || len(requests[1].InFlight) != 1 {
 		t.Errorf("plan requests = %+v, want the deferred disrupted nodes planned next beside the first batch's node in flight", requests)
+	}
+}
+
+// backlogPlanner plays a planner over a large backlog of pending pods,
+// honouring the request's bounds as the real one does (MaxNodePlans,
+// MaxPlannedPods, MaxPlanBytes, MaxDeferredReported): each node takes 20
+// pods and offers 60 instance types. No node ever registers, so the
+// in-flight state only grows.
+type backlogPlanner struct {
+	t         *testing.T
+	pods      []string
+	responses []int // JSON size of each response
+}
+
+func (b *backlogPlanner) plan(_ context.Context, req activities.PlanRequest) (activities.PlanResponse, error) {
+	owned := map[string]bool{}
+	for _, node := range req.InFlight {
+		for _, key := range node.PodKeys {
+			owned[key] = true
+		}
+	}
+	candidates := req.PodKeys
+	if req.AllPending {
+		candidates = b.pods
+	}
+	var todo []string
+	for _, key := range candidates {
+		if !owned[key] {
+			todo = append(todo, key)
+		}
+	}
+	slices.Sort(todo)
+	var resp activities.PlanResponse
+	planned, planBytes := 0, 0
+	for start := 0; start < len(todo); start += 20 {
+		chunk := todo[start:min(start+20, len(todo))]
+		full := len(resp.Plans) >= req.MaxNodePlans || planBytes >= activities.MaxPlanBytes ||
+			req.MaxPlannedPods != 0 && planned+len(chunk) > max(req.MaxPlannedPods, 0)
+		if full {
+			resp.Deferred = append(resp.Deferred, chunk...)
+			continue
+		}
+		spec := bigNodePlan(chunk)
+		encoded, _ := json.Marshal(spec)
+		planBytes += len(encoded)
+		planned += len(chunk)
+		resp.Plans = append(resp.Plans, spec)
+	}
+	resp.PodsConsidered = len(candidates)
+	if len(resp.Deferred) > activities.MaxDeferredReported {
+		resp.Deferred, resp.DeferredMore = resp.Deferred[:activities.MaxDeferredReported], true
+	}
+	b.responses = append(b.responses, payloadSize(b.t, resp))
+	return resp, nil
+}
+
+func bigNodePlan(pods []string) activities.NodeLaunchSpec {
+	spec := nodePlan("default", pods...)
+	spec.InstanceTypeOptions = nil
+	for i := range 60 {
+		spec.InstanceTypeOptions = append(spec.InstanceTypeOptions, instanceOption(fmt.Sprintf("m%d.%dxlarge", 5+i%3, 1+i),
+			offering("us-east-1a", activities.CapacityTypeSpot, 0.05+float64(i)/100), offering("us-east-1a", activities.CapacityTypeOnDemand, 0.1+float64(i)/50)))
+	}
+	spec.LaunchReason = strings.Repeat("why this node: ", 20)
+	return spec
+}
+
+func payloadSize(t *testing.T, v any) int {
+	t.Helper()
+	encoded, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(encoded)
+}
+
+// Regression (issue 10, defect 5): the Plan request and the continue-as-new
+// input carried every pending pod key and every in-flight node with all
+// its type names and pod keys (~2 MB near 12,000 pending pods, where the
+// server terminates the workflow). With 20,000 pending pods every payload
+// stays under Temporal's 512 KiB warning threshold, and provisioning goes
+// on at the pace the in-flight bound allows.
+func TestProvisionerPayloadsStayBoundedAt20000PendingPods(t *testing.T) {
+	const pending = 20000
+	const bound = 512 << 10
+	h := newProvisionerHarness(t)
+	planner := &backlogPlanner{t: t}
+	for i := range pending {
+		planner.pods = append(planner.pods, fmt.Sprintf("team-%02d/web-%05d-7d9f8c6b5-x2k9p", i%50, i))
+	}
+	// The pod watcher signals them in bursts of 500.
+	for i := 0; i < pending; i += 500 {
+		h.signal(time.Second+time.Duration(i/500)*10*time.Millisecond, SignalPodsPending, PodsPending{PodKeys: planner.pods[i : i+500]})
+	}
+	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(planner.plan)
+
+	next := h.runProvisioner(provisionerInput(batches(40)))
+
+	largest := map[string]int{}
+	measure := func(what string, size int) {
+		largest[what] = max(largest[what], size)
+		if size > bound {
+			t.Errorf("%s payload %d bytes, want at most %d", what, size, bound)
+		}
+	}
+	for _, req := range h.planRequests() {
+		measure("PlanRequest", payloadSize(t, req))
+	}
+	for _, size := range planner.responses {
+		measure("PlanResponse", size)
+	}
+	started := 0
+	for _, call := range h.rec.calls(activities.StartNodeWorkflowsActivity) {
+		measure("StartNodeWorkflowsRequest", payloadSize(t, call))
+		for _, node := range call.(*activities.StartNodeWorkflowsRequest).Nodes {
+			started += len(node.Spec.PodKeys)
+		}
+	}
+	measure("continue-as-new input", payloadSize(t, next))
+	t.Logf("largest payloads at %d pending pods: %v; %d pods planned onto %d in-flight nodes in %d batches",
+		pending, largest, started, len(next.State.InFlight), len(h.planRequests()))
+	if started < maxInFlightPodKeys-20 || started > maxInFlightPodKeys {
+		t.Errorf("%d pods planned, want the in-flight bound (%d) reached and kept", started, maxInFlightPodKeys)
+	}
+	if !next.State.Resync && len(next.State.PendingPods) == 0 {
+		t.Error("the rest of the backlog was dropped: want it pending (keys or a resync)")
 	}
 }

@@ -81,6 +81,13 @@ const (
 	// again in the next batch, instead of their replacement capacity being
 	// dropped.
 	changeKeepDeferredDisruptedNodes changeID = "provisioner-keep-deferred-disrupted-nodes"
+	// changeBoundedPayloads (provisioner_batch.go): the provisioner keeps
+	// at most maxPendingPodKeys pending pod keys (then plans every pending
+	// pod), bounds the in-flight state (maxInFlightPodKeys,
+	// maxInFlightNodes, maxInFlightInstanceTypes) by what it lets a batch
+	// plan, and plans every pending pod when the planner deferred more than
+	// it listed.
+	changeBoundedPayloads changeID = "provisioner-bounded-payloads"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -2,6 +2,7 @@ package planning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -137,7 +138,11 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		return activities.PlanResponse{}, fmt.Errorf("packing %d pod(s): %w", len(w.batch), err)
 	}
 	resp.PlacedOnExisting += len(result.Placements)
+	resp.UnschedulableCount = len(result.Unschedulable)
 	for _, u := range result.Unschedulable {
+		if len(resp.Unschedulable) == activities.MaxUnschedulableReported {
+			break
+		}
 		resp.Unschedulable = append(resp.Unschedulable, activities.UnschedulablePod{PodKey: podKey(u.Pod), Reason: u.Reason})
 		p.events.Publish(events.PodFailedToSchedule(u.Pod, string(u.Pod.UID), u.Reason))
 	}
@@ -147,9 +152,12 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		maxPlans = len(result.NewNodes) + w.totalMinNodes()
 	}
 	deferredNodes := map[string]bool{}
+	plannedPods, planBytes := 0, 0
 	for i := range result.NewNodes {
 		plan := &result.NewNodes[i]
-		if len(resp.Plans) >= maxPlans {
+		full := len(resp.Plans) >= maxPlans || planBytes >= activities.MaxPlanBytes ||
+			req.MaxPlannedPods != 0 && plannedPods+len(plan.Pods) > max(req.MaxPlannedPods, 0)
+		if full {
 			for _, pod := range plan.Pods {
 				if node := pod.Spec.NodeName; node != "" {
 					deferredNodes[node] = true // a disrupted node's pod
@@ -164,8 +172,13 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		pool.planned++
 		pool.addUsage(pool.typeByName[plan.InstanceType])
 		resp.Plans = append(resp.Plans, spec)
+		plannedPods += len(plan.Pods)
+		planBytes += encodedSize(spec)
 	}
 	slices.Sort(resp.Deferred)
+	if len(resp.Deferred) > activities.MaxDeferredReported {
+		resp.Deferred, resp.DeferredMore = resp.Deferred[:activities.MaxDeferredReported], true
+	}
 	for node := range deferredNodes {
 		resp.DeferredDisruptedNodes = append(resp.DeferredDisruptedNodes, node)
 	}
@@ -198,6 +211,15 @@ func (p *Planner) clusterOf(what, cluster string) (string, error) {
 	return cluster, nil
 }
 
+// encodedSize is how many bytes spec takes in a Temporal payload (JSON).
+func encodedSize(spec activities.NodeLaunchSpec) int {
+	encoded, err := json.Marshal(spec)
+	if err != nil {
+		return 0
+	}
+	return len(encoded)
+}
+
 func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.PlanResponse, observed, took time.Duration) {
 	for _, s := range resp.Skipped {
 		p.log.Warn("Skipped "+s.Kind, zap.String("name", s.Name), zap.String("reason", s.Reason))
@@ -209,7 +231,7 @@ func (p *Planner) logPlan(req activities.PlanRequest, w *world, resp activities.
 		zap.Int("requestedPods", len(req.PodKeys)), zap.Bool("allPending", req.AllPending),
 		zap.Int("podsConsidered", resp.PodsConsidered), zap.Int("placedOnExisting", resp.PlacedOnExisting),
 		zap.Int("inFlightPods", len(w.batchInFlight)), zap.Int("plans", len(resp.Plans)),
-		zap.Int("unschedulable", len(resp.Unschedulable)), zap.Int("deferred", len(resp.Deferred)),
+		zap.Int("unschedulable", resp.UnschedulableCount), zap.Int("deferred", len(resp.Deferred)),
 		zap.Strings("settled", resp.Settled), zap.Int("existingNodes", len(w.nodes)), zap.Int("inFlightNodes", len(w.inFlight)),
 		zap.Duration("observed", observed), zap.Duration("took", took))
 	for _, spec := range resp.Plans {

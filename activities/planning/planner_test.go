@@ -552,3 +552,28 @@ func TestPlanDefersPodsOfDisruptedNodesByNode(t *testing.T) {
 		t.Errorf("after two batches %d of 3 pods planned (deferred nodes %v)", len(planned), second.DeferredDisruptedNodes)
 	}
 }
+
+// The provisioner bounds its in-flight state by the pods it lets a batch
+// plan (issue 10, defect 5): plans beyond MaxPlannedPods are deferred, and
+// a negative bound plans no pods at all.
+func TestPlanHonoursMaxPlannedPods(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").create(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
+	// 1500m: one per m5.large.
+	keys := createPendingPods(t, ns, pool, 5, "1500m", "1Gi")
+	cases := []struct {
+		maxPlannedPods, wantPlans int
+	}{
+		{maxPlannedPods: 0, wantPlans: 5},
+		{maxPlannedPods: 2, wantPlans: 2},
+		{maxPlannedPods: -1, wantPlans: 0},
+	}
+	for _, tc := range cases {
+		resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys, MaxPlannedPods: tc.maxPlannedPods})
+		if got := len(plansOfPool(resp, pool)); got != tc.wantPlans || len(resp.Deferred) != 5-tc.wantPlans {
+			t.Errorf("MaxPlannedPods %d: %d plan(s), %d deferred; want %d and %d", tc.maxPlannedPods, got, len(resp.Deferred), tc.wantPlans, 5-tc.wantPlans)
+		}
+	}
+}
