@@ -43,13 +43,18 @@ const (
 	disruptionLockWait = 30 * time.Second
 )
 
-// disruptionLeaseName names pool's Lease, hashing names that would not fit.
+// disruptionLeaseName names pool's Lease.
 func disruptionLeaseName(pool string) string {
-	const prefix = "millwright-disruption-"
-	if len(prefix)+len(pool) <= 253 {
-		return prefix + pool
+	return LeaseName("millwright-disruption-", pool)
+}
+
+// LeaseName is prefix+key, with key hashed when the name would not fit in
+// an object name (253 characters).
+func LeaseName(prefix, key string) string {
+	if len(prefix)+len(key) <= 253 {
+		return prefix + key
 	}
-	sum := sha256.Sum256([]byte(pool))
+	sum := sha256.Sum256([]byte(key))
 	return prefix + hex.EncodeToString(sum[:16])
 }
 

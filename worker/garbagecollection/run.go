@@ -2,8 +2,6 @@ package garbagecollection
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/millwright/millwright/activities/kube"
 )
 
 // Leader election timings, client-go's usual ones.
@@ -20,15 +20,9 @@ const (
 	retryPeriod   = 2 * time.Second
 )
 
-// leaseName names the cluster's garbage-collection Lease, hashing names that
-// would not fit.
+// leaseName names the cluster's garbage-collection Lease.
 func leaseName(cluster string) string {
-	const prefix = "millwright-gc-"
-	if len(prefix)+len(cluster) <= 253 {
-		return prefix + cluster
-	}
-	sum := sha256.Sum256([]byte(cluster))
-	return prefix + hex.EncodeToString(sum[:16])
+	return kube.LeaseName("millwright-gc-", cluster)
 }
 
 // Run collects every Interval while this worker holds the cluster's
