@@ -265,7 +265,7 @@ func (c *Collector) running(ctx context.Context, workflowID string, open map[str
 // Millwright's to judge.
 func (c *Collector) orphanInstance(ctx context.Context, inst cloud.ClusterInstance, open map[string]bool, now time.Time) bool {
 	workflowID := c.workflowOf(inst.WorkflowID, inst.NodeClaim)
-	if workflowID == "" || now.Sub(inst.LaunchTime) < c.opts.Grace {
+	if workflowID == "" || inst.LaunchTime.IsZero() || now.Sub(inst.LaunchTime) < c.opts.Grace {
 		return false
 	}
 	return !c.running(ctx, workflowID, open)
