@@ -525,8 +525,9 @@ type PlanResponse struct {
 	// MaxDeferredReported): plan every pending pod next.
 	DeferredMore bool `json:"deferredMore,omitempty"`
 	// DeferredDisruptedNodes are the request's disrupted nodes some of
-	// whose pods belong to plans beyond MaxNodePlans: name them again in
-	// the next batch (the pods already planned are in flight by then).
+	// whose pods belong to plans beyond MaxNodePlans: name the request's
+	// disrupted nodes again in the next batch (the pods already planned
+	// are in flight by then, so they are not planned twice).
 	DeferredDisruptedNodes []string `json:"deferredDisruptedNodes,omitempty"`
 	// Settled names in-flight node claims that are no longer in flight (their
 	// Node registered or their workflow closed).

@@ -134,7 +134,11 @@ func (p *provisioner) runBatch() {
 		defer func() { _ = workflow.Sleep(p.ctx, inFlightFullWait) }()
 	}
 	if len(plan.DeferredDisruptedNodes) > 0 && changed(p.ctx, changeKeepDeferredDisruptedNodes) {
-		for _, node := range plan.DeferredDisruptedNodes {
+		// All of the batch's disrupted nodes, not only those with deferred
+		// pods: one whose pods were all planned must still offer no room
+		// (it may not be tainted yet); its pods are in flight now, so they
+		// are not planned twice.
+		for _, node := range nodes {
 			p.disruptedNodes[node] = struct{}{}
 		}
 	}

@@ -600,8 +600,8 @@ func TestDeferredDisruptedNodesArePlannedNext(t *testing.T) {
 	h.runProvisioner(provisionerInput(batches(2)))
 
 	requests := h.planRequests()
-	if len(requests) != 2 || !slices.Equal(requests[1].DisruptedNodes, []string{"ip-2", "ip-3"}) || len(requests[1].InFlight) != 1 {
-		t.Errorf("plan requests = %+v, want the deferred disrupted nodes planned next beside the first batch's node in flight", requests)
+	if len(requests) != 2 || !slices.Equal(requests[1].DisruptedNodes, []string{"ip-1", "ip-2", "ip-3"}) || len(requests[1].InFlight) != 1 {
+		t.Errorf("plan requests = %+v, want the disrupted nodes planned again beside the first batch's node in flight", requests)
 	}
 }
 

@@ -76,10 +76,10 @@ const (
 	// NodeClaim (UpsertNodeClaim) when it starts and at every phase it
 	// enters.
 	changeNodeClaimMirror changeID = "node-claim-mirror"
-	// changeKeepDeferredDisruptedNodes (provisioner_batch.go): disrupted
-	// nodes whose pods the planner deferred past MaxNodePlans are planned
-	// again in the next batch, instead of their replacement capacity being
-	// dropped.
+	// changeKeepDeferredDisruptedNodes (provisioner_batch.go): when the
+	// planner deferred pods of disrupted nodes past MaxNodePlans, the
+	// batch's disrupted nodes are planned again in the next batch, instead
+	// of the rest of their replacement capacity being dropped.
 	changeKeepDeferredDisruptedNodes changeID = "provisioner-keep-deferred-disrupted-nodes"
 	// changeBoundedPayloads (provisioner_batch.go): the provisioner keeps
 	// at most maxPendingPodKeys pending pod keys (then plans every pending

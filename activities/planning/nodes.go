@@ -40,6 +40,9 @@ func (w *world) useNodes(nodes []*corev1.Node, bound map[string][]*corev1.Pod, d
 		poolName := node.Labels[scheduling.LabelNodePool]
 		ps := w.pools[poolName]
 		going := node.DeletionTimestamp != nil || disrupted[node.Name] || hasTaintKey(node.Spec.Taints, activities.DisruptedTaintKey)
+		if going {
+			w.going[node.Name] = true
+		}
 		if ps != nil {
 			ps.usedNodes++
 			ps.used = ps.used.Add(knownResources(node.Status.Capacity))
@@ -164,7 +167,9 @@ func (w *world) useInFlight(entries []activities.InFlightNode, nodes []*corev1.N
 		var pods []*corev1.Pod
 		for _, key := range entry.PodKeys {
 			owned[key] = true
-			if pod, ok := byKey[key]; ok && IsProvisionable(pod) {
+			// Its room is taken by its pods still waiting for it: pending
+			// ones, and those of a node going away (a replacement).
+			if pod, ok := byKey[key]; ok && (IsProvisionable(pod) || w.going[pod.Spec.NodeName] && isReschedulable(pod)) {
 				pods = append(pods, pod)
 			}
 		}

@@ -513,7 +513,7 @@ func TestPlanReplansPodsOfDisruptedNodes(t *testing.T) {
 // than one batch may plan deferred the rest by pod key, and the next batch
 // skipped those pods (they are still bound to the interrupted nodes), so
 // their replacement capacity was never launched. The planner now names the
-// disrupted nodes it deferred, and planning them again with the first
+// disrupted nodes it deferred, and planning the nodes again with the first
 // batch's node in flight plans exactly the rest.
 func TestPlanDefersPodsOfDisruptedNodesByNode(t *testing.T) {
 	requireStack(t)
@@ -537,7 +537,8 @@ func TestPlanDefersPodsOfDisruptedNodesByNode(t *testing.T) {
 	inFlight := []activities.InFlightNode{{NodeClaimName: clustertesting.UniqueName("claim"), NodePool: pool,
 		InstanceTypes: optionNames(plans[0]), PodKeys: plans[0].PodKeys, StartedAt: time.Now()}}
 
-	second := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, DisruptedNodes: first.DeferredDisruptedNodes,
+	// The provisioner names the batch's disrupted nodes again.
+	second := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, DisruptedNodes: nodes,
 		InFlight: inFlight, MaxNodePlans: 10})
 	planned := map[string]bool{plans[0].PodKeys[0]: true}
 	for _, spec := range plansOfPool(second, pool) {

@@ -33,8 +33,10 @@ type world struct {
 	poolNames []string
 	skipped   []activities.SkippedObject
 
-	// nodes are existing Nodes pods may be placed on, by name.
+	// nodes are existing Nodes pods may be placed on, by name; going are
+	// the Nodes going away (deleted, disrupted or named so).
 	nodes []packer.Node
+	going map[string]bool
 	// inFlight are nodes launched or launching whose Node has not
 	// registered yet.
 	inFlight []packer.Node
@@ -104,7 +106,7 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 		return nil, err
 	}
 
-	w := &world{now: p.clock.Now(), startingUpFor: p.registrationTimeout, pools: map[string]*poolState{}}
+	w := &world{now: p.clock.Now(), startingUpFor: p.registrationTimeout, pools: map[string]*poolState{}, going: map[string]bool{}}
 	if w.startingUpFor == 0 {
 		w.startingUpFor = activities.DefaultRegistrationTimeout
 	}
