@@ -245,8 +245,14 @@ func expectedPlan(t *testing.T, s *scenario, pods []corev1.Pod) packer.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	iamClient, err := cloud.NewIAMClient(ctx, cloud.Config{
+		Region: awsRegion, Endpoint: suite.stack.EmulatorURL(), Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	provider, err := cloud.New(cloud.Options{
-		EC2: ec2Client, Region: awsRegion,
+		EC2: ec2Client, IAM: iamClient, Region: awsRegion,
 		Cluster: cloud.ClusterInfo{Name: suite.stack.ClusterName(), KubernetesVersion: strings.TrimPrefix(version.Major, "v") + "." + strings.TrimSuffix(version.Minor, "+")},
 	})
 	if err != nil {

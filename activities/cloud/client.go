@@ -13,8 +13,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -40,9 +42,29 @@ type PricingAPI interface {
 	pricing.GetProductsAPIClient
 }
 
+// SSMAPI is the part of *ssm.Client the provider uses: reading the AMI id
+// an ssmParameter AMI selector term names.
+type SSMAPI interface {
+	GetParameter(ctx context.Context, in *ssm.GetParameterInput, opts ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+// IAMAPI is the part of *iam.Client the provider uses: the instance
+// profiles it manages for EC2NodeClasses with a role.
+type IAMAPI interface {
+	GetInstanceProfile(ctx context.Context, in *iam.GetInstanceProfileInput, opts ...func(*iam.Options)) (*iam.GetInstanceProfileOutput, error)
+	CreateInstanceProfile(ctx context.Context, in *iam.CreateInstanceProfileInput, opts ...func(*iam.Options)) (*iam.CreateInstanceProfileOutput, error)
+	TagInstanceProfile(ctx context.Context, in *iam.TagInstanceProfileInput, opts ...func(*iam.Options)) (*iam.TagInstanceProfileOutput, error)
+	AddRoleToInstanceProfile(ctx context.Context, in *iam.AddRoleToInstanceProfileInput, opts ...func(*iam.Options)) (*iam.AddRoleToInstanceProfileOutput, error)
+	RemoveRoleFromInstanceProfile(ctx context.Context, in *iam.RemoveRoleFromInstanceProfileInput, opts ...func(*iam.Options)) (*iam.RemoveRoleFromInstanceProfileOutput, error)
+	DeleteInstanceProfile(ctx context.Context, in *iam.DeleteInstanceProfileInput, opts ...func(*iam.Options)) (*iam.DeleteInstanceProfileOutput, error)
+	ListInstanceProfiles(ctx context.Context, in *iam.ListInstanceProfilesInput, opts ...func(*iam.Options)) (*iam.ListInstanceProfilesOutput, error)
+}
+
 var (
 	_ EC2API     = (*ec2.Client)(nil)
 	_ PricingAPI = (*pricing.Client)(nil)
+	_ SSMAPI     = (*ssm.Client)(nil)
+	_ IAMAPI     = (*iam.Client)(nil)
 )
 
 // Retry defaults. The SDK's standard retryer backs off exponentially with
@@ -178,6 +200,35 @@ func NewEC2Client(ctx context.Context, c Config) (*ec2.Client, error) {
 		return nil, err
 	}
 	return ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	}), nil
+}
+
+// NewSSMClient returns an SSM client for c.Region, at c.Endpoint when set.
+func NewSSMClient(ctx context.Context, c Config) (*ssm.Client, error) {
+	c = c.withDefaults()
+	cfg, err := loadAWSConfig(ctx, c, c.Region)
+	if err != nil {
+		return nil, err
+	}
+	return ssm.NewFromConfig(cfg, func(o *ssm.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	}), nil
+}
+
+// NewIAMClient returns an IAM client (a global service; the SDK signs for
+// it whatever c.Region is), at c.Endpoint when set.
+func NewIAMClient(ctx context.Context, c Config) (*iam.Client, error) {
+	c = c.withDefaults()
+	cfg, err := loadAWSConfig(ctx, c, c.Region)
+	if err != nil {
+		return nil, err
+	}
+	return iam.NewFromConfig(cfg, func(o *iam.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 		}

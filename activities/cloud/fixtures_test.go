@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 const (
 	testRegion  = "us-east-1"
 	testCluster = "c1"
+	testRole    = "MillwrightNodeRole"
 	// discoveryTag is what the emulator tags its subnets and node security
 	// group with (default cluster name "millwright").
 	discoveryTagKey   = "millwright.dev/discovery"
@@ -66,6 +68,7 @@ type fixture struct {
 	emuClock    *clocktesting.FakeClock
 	clock       *clocktesting.FakeClock
 	ec2         *ec2.Client
+	iam         *iam.Client
 	provider    *Provider
 	nodes       *nodeRecorder
 	nodeClasses map[string]*apisv1.EC2NodeClass
@@ -95,7 +98,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		nodes:       &nodeRecorder{nodes: map[string]*corev1.Node{}},
 		nodeClasses: map[string]*apisv1.EC2NodeClass{"default": testNodeClass()},
 	}
-	emu, err := awsemu.New(awsemu.Options{Clock: f.emuClock, Registrar: f.nodes, Logger: zaptest.NewLogger(t).Named("awsemu")})
+	emu, err := awsemu.New(awsemu.Options{Clock: f.emuClock, Registrar: f.nodes, Roles: []string{testRole, testRole + "-v2"}, Logger: zaptest.NewLogger(t).Named("awsemu")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +129,17 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		t.Fatal(err)
 	}
 	f.ec2 = client
+	if f.iam, err = NewIAMClient(context.Background(), cfg.clientConfig); err != nil {
+		t.Fatal(err)
+	}
+	ssmClient, err := NewSSMClient(context.Background(), cfg.clientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	options := cfg.options
 	options.EC2 = client
+	options.IAM = f.iam
+	options.SSM = ssmClient
 	options.Region = testRegion
 	options.Clock = f.clock
 	options.Logger = zaptest.NewLogger(t)
@@ -160,7 +172,7 @@ func testNodeClass(mutators ...func(*apisv1.EC2NodeClass)) *apisv1.EC2NodeClass 
 			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: map[string]string{discoveryTagKey: discoveryTagValue}}},
 			SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: map[string]string{discoveryTagKey: discoveryTagValue}}},
 			AMISelectorTerms:           []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			Role:                       "MillwrightNodeRole",
+			Role:                       testRole,
 			Tags:                       map[string]string{"team": "platform"},
 		},
 	}
@@ -239,3 +251,5 @@ func staticCredentials() credentials.StaticCredentialsProvider {
 func throttleAll(actions ...string) awsemu.ThrottleFault {
 	return awsemu.ThrottleFault{EveryN: 1, Actions: actions}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -113,13 +113,32 @@ func (p *Provider) launch(ctx context.Context, req activities.LaunchRequest) (ac
 	defer p.deleteLaunchTemplates(ctx, templates)
 
 	out, err := p.ec2.CreateFleet(ctx, plan.input(req, templates, p.instanceTags(req, resolved)))
-	if errorCode(err) == errCodeIdempotentParameterMismatch {
-		return p.recoverMismatchedLaunch(ctx, req, plan, err)
-	}
-	if err != nil {
+	var resp activities.LaunchResponse
+	switch {
+	case errorCode(err) == errCodeIdempotentParameterMismatch:
+		resp, err = p.recoverMismatchedLaunch(ctx, req, plan, err)
+	case err != nil:
 		return activities.LaunchResponse{}, fmt.Errorf("CreateFleet: %w", err)
+	default:
+		resp, err = p.launchResult(ctx, req, plan, out)
 	}
-	return p.launchResult(ctx, req, plan, out)
+	if err == nil && resolved.IsWindows() {
+		labelWindows(resp.Labels, resolved.AMIFamily)
+	}
+	return resp, err
+}
+
+// labelWindows makes a Windows node's labels say so (the catalog's say
+// linux): kubernetes.io/os and its beta alias, and the Windows build.
+func labelWindows(labels map[string]string, family string) {
+	if labels == nil {
+		return
+	}
+	labels[scheduling.LabelOS] = "windows"
+	for _, alias := range scheduling.LabelAliases(scheduling.LabelOS) {
+		labels[alias] = "windows"
+	}
+	labels[corev1.LabelWindowsBuild] = WindowsBuilds[family]
 }
 
 func validateLaunchRequest(req activities.LaunchRequest) error {
@@ -301,17 +320,22 @@ func (p *Provider) instanceTags(req activities.LaunchRequest, resolved *Resolved
 	return tags
 }
 
-// launchTemplateTags are the launch template's own tags: the IAM policy
-// lets the worker create and delete only templates carrying TagCluster for
-// its cluster, and kubernetes.io/cluster/<name>=owned marks it as the
-// cluster's for cost tooling, as on the instances and volumes.
+// launchTemplateTags are the launch template's own tags: the class's tags
+// (as on the instances and volumes), then Millwright's, which the class may
+// not override: the IAM policy lets the worker create and delete only
+// templates carrying TagCluster for its cluster, and
+// kubernetes.io/cluster/<name>=owned marks it as the cluster's for cost
+// tooling.
 func (p *Provider) launchTemplateTags(req activities.LaunchRequest, resolved *ResolvedNodeClass) map[string]string {
-	return map[string]string{
-		apisv1.TagClusterPrefix + req.Cluster: "owned",
-		TagCluster:                            req.Cluster,
-		apisv1.TagNodeClass:                   resolved.Name,
-		apisv1.TagNodeClaim:                   req.NodeClaimName,
+	tags := maps.Clone(resolved.Spec.Tags)
+	if tags == nil {
+		tags = map[string]string{}
 	}
+	tags[apisv1.TagClusterPrefix+req.Cluster] = "owned"
+	tags[TagCluster] = req.Cluster
+	tags[apisv1.TagNodeClass] = resolved.Name
+	tags[apisv1.TagNodeClaim] = req.NodeClaimName
+	return tags
 }
 
 func ec2Tags(tags map[string]string) []ec2types.Tag {
@@ -353,15 +377,17 @@ func NodeTaints(req activities.LaunchRequest) []corev1.Taint {
 	return append(taints, corev1.Taint{Key: activities.UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute})
 }
 
-// buildUserData returns the base64 userData for the class's AMI family:
-// AL2023's nodeadm document, or the class's own userData verbatim for
-// Custom AMIs (which then must join the cluster by themselves).
+// buildUserData returns the base64 userData for the class's AMI family,
+// the class's own userData merged in as Karpenter merges it (package
+// userdata): nodeadm for AL2023, bootstrap.sh for AL2, TOML settings for
+// Bottlerocket, the EKS bootstrap PowerShell for Windows; for Custom AMIs
+// the class's userData verbatim (the node then joins by itself).
 func (p *Provider) buildUserData(req activities.LaunchRequest, resolved *ResolvedNodeClass, capacityType string) (string, error) {
 	custom := aws.ToString(resolved.Spec.UserData)
 	if resolved.AMIFamily == apisv1.AMIFamilyCustom {
 		return base64.StdEncoding.EncodeToString([]byte(custom)), nil
 	}
-	doc := userdata.AL2023{
+	b := userdata.Bootstrap{
 		Cluster: userdata.Cluster{
 			Name: p.cluster.Name, APIServerEndpoint: p.cluster.Endpoint,
 			CertificateAuthority: p.cluster.CertificateAuthority, ServiceCIDR: p.cluster.ServiceCIDR,
@@ -369,12 +395,41 @@ func (p *Provider) buildUserData(req activities.LaunchRequest, resolved *Resolve
 		Labels:     NodeLabels(req, capacityType),
 		Taints:     NodeTaints(req),
 		ClusterDNS: p.cluster.ClusterDNS,
+		Kubelet:    resolved.Spec.Kubelet,
+		RAID0:      resolved.Spec.InstanceStorePolicy != nil && *resolved.Spec.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0,
 		Custom:     custom,
 	}
-	applyKubelet(&doc, resolved.Spec.Kubelet)
-	encoded, err := doc.BuildBase64()
+	if k := resolved.Spec.Kubelet; k != nil {
+		if k.MaxPods != nil {
+			b.MaxPods = *k.MaxPods
+		}
+		if len(k.ClusterDNS) > 0 {
+			b.ClusterDNS = k.ClusterDNS
+		}
+	}
+	var encoded string
+	var err error
+	switch resolved.AMIFamily {
+	case apisv1.AMIFamilyAL2:
+		encoded, err = userdata.AL2{Bootstrap: b}.BuildBase64()
+	case apisv1.AMIFamilyBottlerocket:
+		encoded, err = userdata.Bottlerocket{Bootstrap: b}.BuildBase64()
+	case apisv1.AMIFamilyWindows2019, apisv1.AMIFamilyWindows2022, apisv1.AMIFamilyWindows2025:
+		encoded, err = userdata.Windows{Bootstrap: b}.BuildBase64()
+	default:
+		doc := userdata.AL2023{
+			Cluster: b.Cluster, Labels: b.Labels, Taints: b.Taints, MaxPods: b.MaxPods,
+			ClusterDNS: b.ClusterDNS, RAID0: b.RAID0, Custom: b.Custom,
+		}
+		applyKubelet(&doc, resolved.Spec.Kubelet)
+		encoded, err = doc.BuildBase64()
+	}
 	if userdata.IsInvalidUserData(err) {
-		return "", activities.NewInvalidNodeClassError(resolved.Name, "spec.userData", err.Error())
+		field := "spec.userData"
+		if strings.Contains(err.Error(), "spec.instanceStorePolicy") {
+			field = "spec.instanceStorePolicy"
+		}
+		return "", activities.NewInvalidNodeClassError(resolved.Name, field, err.Error())
 	}
 	if err != nil {
 		return "", fmt.Errorf("building userData: %w", err)
@@ -392,7 +447,7 @@ func (p *Provider) launchTemplateData(req activities.LaunchRequest, resolved *Re
 	data := &ec2types.RequestLaunchTemplateData{
 		ImageId:             aws.String(image.ID),
 		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(resolved.InstanceProfile)},
-		BlockDeviceMappings: blockDeviceMappings(spec.BlockDeviceMappings),
+		BlockDeviceMappings: blockDeviceMappings(resolved.AMIFamily, spec.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(spec.MetadataOptions),
 		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: ec2Tags(p.instanceTags(req, resolved))},
@@ -419,21 +474,34 @@ func (p *Provider) launchTemplateData(req activities.LaunchRequest, resolved *Re
 	return data
 }
 
-// defaultRootVolume is the AL2023 root disk: 20Gi gp3, encrypted (the size
-// the catalog's ephemeral-storage capacity assumes).
-func defaultRootVolume() []ec2types.LaunchTemplateBlockDeviceMappingRequest {
-	return []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
-		DeviceName: aws.String("/dev/xvda"),
-		Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{
-			VolumeSize: aws.Int32(20), VolumeType: ec2types.VolumeTypeGp3,
-			Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
-		},
-	}}
+// defaultBlockDevices are a family's disks when the class lists none, as
+// Karpenter's: a 20Gi gp3 root volume (the size the catalog's
+// ephemeral-storage capacity assumes) on /dev/xvda for AL2023, AL2 and
+// Custom; for Bottlerocket a 4Gi OS volume plus the 20Gi data volume
+// (/dev/xvdb) the kubelet uses; for Windows a 50Gi /dev/sda1. All
+// encrypted.
+func defaultBlockDevices(family string) []ec2types.LaunchTemplateBlockDeviceMappingRequest {
+	volume := func(device string, gib int32) ec2types.LaunchTemplateBlockDeviceMappingRequest {
+		return ec2types.LaunchTemplateBlockDeviceMappingRequest{
+			DeviceName: aws.String(device),
+			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{
+				VolumeSize: aws.Int32(gib), VolumeType: ec2types.VolumeTypeGp3,
+				Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true),
+			},
+		}
+	}
+	switch family {
+	case apisv1.AMIFamilyBottlerocket:
+		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{volume("/dev/xvda", 4), volume("/dev/xvdb", 20)}
+	case apisv1.AMIFamilyWindows2019, apisv1.AMIFamilyWindows2022, apisv1.AMIFamilyWindows2025:
+		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{volume("/dev/sda1", 50)}
+	}
+	return []ec2types.LaunchTemplateBlockDeviceMappingRequest{volume("/dev/xvda", 20)}
 }
 
-func blockDeviceMappings(mappings []apisv1.BlockDeviceMapping) []ec2types.LaunchTemplateBlockDeviceMappingRequest {
+func blockDeviceMappings(family string, mappings []apisv1.BlockDeviceMapping) []ec2types.LaunchTemplateBlockDeviceMappingRequest {
 	if len(mappings) == 0 {
-		return defaultRootVolume()
+		return defaultBlockDevices(family)
 	}
 	out := make([]ec2types.LaunchTemplateBlockDeviceMappingRequest, 0, len(mappings))
 	for _, m := range mappings {

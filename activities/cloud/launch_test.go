@@ -528,13 +528,40 @@ func TestLaunchInvalidNodeClassNamesTheField(t *testing.T) {
 			want: "spec.amiSelectorTerms[0].id: image ami-0000000000 does not exist",
 		},
 		{
-			name: "alias family not supported yet",
+			name: "alias release that does not exist",
 			nodeClass: func(*testing.T, *fixture) *apisv1.EC2NodeClass {
 				return testNodeClass(func(nc *apisv1.EC2NodeClass) {
-					nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: "bottlerocket@latest"}}
+					nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: "bottlerocket@v1.0.0"}}
 				})
 			},
-			want: "spec.amiSelectorTerms[0].alias: AMI family \"Bottlerocket\" is not supported yet",
+			want: "spec.amiSelectorTerms[0].alias: no AMI matches bottlerocket@v1.0.0",
+		},
+		{
+			name: "SSM parameter that does not exist",
+			nodeClass: func(*testing.T, *fixture) *apisv1.EC2NodeClass {
+				return testNodeClass(func(nc *apisv1.EC2NodeClass) {
+					nc.Spec.AMIFamily = aws.String(apisv1.AMIFamilyAL2023)
+					nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{SSMParameter: "/my/ami"}}
+				})
+			},
+			want: "spec.amiSelectorTerms[0].ssmParameter: parameter /my/ami does not exist",
+		},
+		{
+			name: "role IAM does not know",
+			nodeClass: func(*testing.T, *fixture) *apisv1.EC2NodeClass {
+				return testNodeClass(func(nc *apisv1.EC2NodeClass) { nc.Spec.Role = "NoSuchRole" })
+			},
+			want: "spec.role: IAM role NoSuchRole does not exist",
+		},
+		{
+			name: "RAID0 on Windows",
+			nodeClass: func(*testing.T, *fixture) *apisv1.EC2NodeClass {
+				return testNodeClass(func(nc *apisv1.EC2NodeClass) {
+					nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: "windows2022@latest"}}
+					nc.Spec.InstanceStorePolicy = ptrTo(apisv1.InstanceStorePolicyRAID0)
+				})
+			},
+			want: "spec.instanceStorePolicy: RAID0 is not supported by the Windows2022 AMI family",
 		},
 		{
 			name: "AMIs of another architecture only",
@@ -691,6 +718,7 @@ func TestLaunchTemplateCarriesClusterTags(t *testing.T) {
 		"millwright.dev/cluster":               testCluster,
 		"millwright.dev/ec2nodeclass":          "default",
 		"millwright.dev/nodeclaim":             "default-tags",
+		"team":                                 "platform", // the class's own tags
 	}
 	if !reflect.DeepEqual(tags, want) {
 		t.Fatalf("launch template tags %v, want %v", tags, want)

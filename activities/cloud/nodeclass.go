@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
@@ -61,6 +63,9 @@ type Image struct {
 	// Variant is, for alias-selected EKS AMIs, "standard", "nvidia" or
 	// "neuron"; empty for AMIs selected otherwise (one per architecture).
 	Variant string `json:"variant,omitempty"`
+	// Deprecated is true when AWS has deprecated the AMI; a deprecated AMI
+	// is chosen only when no current one of its kind matches.
+	Deprecated bool `json:"deprecated,omitempty"`
 }
 
 // EKS-optimized AMI variants an al2023 alias selects between.
@@ -74,7 +79,8 @@ const (
 // concrete subnets, security groups, AMIs and an instance profile.
 type ResolvedNodeClass struct {
 	Name string
-	// AMIFamily is AL2023 or Custom (the families Millwright launches).
+	// AMIFamily is the family that formats the userData (AL2, AL2023,
+	// Bottlerocket, Windows2019/2022/2025 or Custom).
 	AMIFamily string
 	// Subnets are sorted by zone, then id.
 	Subnets []Subnet
@@ -83,7 +89,8 @@ type ResolvedNodeClass struct {
 	// Images holds the newest selected AMI per architecture (and per variant
 	// for an alias), newest first.
 	Images []Image
-	// InstanceProfile is the IAM instance profile name nodes launch with.
+	// InstanceProfile is the IAM instance profile name nodes launch with:
+	// spec.instanceProfile, or the one Millwright manages for spec.role.
 	InstanceProfile string
 	// Spec is the class's spec (user data, disks, tags, metadata options,
 	// kubelet settings).
@@ -145,6 +152,12 @@ const maxCachedNodeClasses = 1000
 // NodeClassResolverOptions configures a NodeClassResolver.
 type NodeClassResolverOptions struct {
 	EC2 EC2API
+	// SSM reads the parameters of ssmParameter AMI terms; nil refuses
+	// such terms.
+	SSM SSMAPI
+	// InstanceProfiles manages the instance profiles of classes with a
+	// role; nil refuses spec.role.
+	InstanceProfiles *InstanceProfileManager
 	// KubernetesVersion ("1.33"), when set, narrows alias AMIs to that
 	// Kubernetes version; otherwise the newest AMI of any version is used.
 	KubernetesVersion string
@@ -218,15 +231,9 @@ func specKey(nc *apisv1.EC2NodeClass) (string, error) {
 
 func (r *NodeClassResolver) resolve(ctx context.Context, nc *apisv1.EC2NodeClass) (*ResolvedNodeClass, error) {
 	out := &ResolvedNodeClass{Name: nc.Name, AMIFamily: nc.AMIFamily(), Spec: nc.Spec}
-	switch out.AMIFamily {
-	case apisv1.AMIFamilyAL2023, apisv1.AMIFamilyCustom:
-	default:
-		field := "spec.amiFamily"
-		if nc.Spec.AMIFamily == nil {
-			field = "spec.amiSelectorTerms[0].alias"
-		}
-		return nil, activities.NewInvalidNodeClassError(nc.Name, field,
-			fmt.Sprintf("AMI family %q is not supported yet (Millwright launches %s and %s)", out.AMIFamily, apisv1.AMIFamilyAL2023, apisv1.AMIFamilyCustom))
+	if out.IsWindows() && nc.Spec.InstanceStorePolicy != nil {
+		return nil, activities.NewInvalidNodeClassError(nc.Name, "spec.instanceStorePolicy",
+			fmt.Sprintf("%s is not supported by the %s AMI family", *nc.Spec.InstanceStorePolicy, out.AMIFamily))
 	}
 	var err error
 	if out.Subnets, err = r.subnets(ctx, nc); err != nil {
@@ -238,20 +245,35 @@ func (r *NodeClassResolver) resolve(ctx context.Context, nc *apisv1.EC2NodeClass
 	if out.Images, err = r.images(ctx, nc); err != nil {
 		return nil, err
 	}
-	out.InstanceProfile = instanceProfileName(nc)
+	if out.InstanceProfile, err = r.instanceProfile(ctx, nc); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-// instanceProfileName is spec.instanceProfile, or for spec.role the profile
-// of the same name (what the IAM console creates with an EC2 role).
-// Millwright does not manage IAM; see the package documentation.
-func instanceProfileName(nc *apisv1.EC2NodeClass) string {
-	if nc.Spec.InstanceProfile != nil {
-		return *nc.Spec.InstanceProfile
+// IsWindows reports whether the class launches Windows nodes.
+func (r *ResolvedNodeClass) IsWindows() bool { return isWindowsFamily(r.AMIFamily) }
+
+func isWindowsFamily(family string) bool {
+	switch family {
+	case apisv1.AMIFamilyWindows2019, apisv1.AMIFamilyWindows2022, apisv1.AMIFamilyWindows2025:
+		return true
 	}
-	role := nc.Spec.Role
-	// A role may be given as an ARN (arn:aws:iam::123:role/path/name).
-	return role[strings.LastIndex(role, "/")+1:]
+	return false
+}
+
+// instanceProfile is spec.instanceProfile, or for spec.role the instance
+// profile Millwright manages for it (created, tagged and given the role
+// on first resolution; see InstanceProfileManager).
+func (r *NodeClassResolver) instanceProfile(ctx context.Context, nc *apisv1.EC2NodeClass) (string, error) {
+	if nc.Spec.InstanceProfile != nil {
+		return *nc.Spec.InstanceProfile, nil
+	}
+	if r.opts.InstanceProfiles == nil {
+		return "", activities.NewInvalidNodeClassError(nc.Name, "spec.role",
+			"Millwright manages an instance profile for a role only with IAM access (the worker has no IAM client); set spec.instanceProfile instead")
+	}
+	return r.opts.InstanceProfiles.Ensure(ctx, nc)
 }
 
 // tagFilters turns selector tags into EC2 filters; "*" matches any value
@@ -363,8 +385,16 @@ func (r *NodeClassResolver) images(ctx context.Context, nc *apisv1.EC2NodeClass)
 	}
 	var found []Image
 	for i, term := range nc.Spec.AMISelectorTerms {
-		input := &ec2.DescribeImagesInput{Filters: tagFilters(term.Tags)}
+		// As Karpenter: deprecated AMIs are looked at too, and chosen only
+		// when nothing current matches (newestPerKind).
+		input := &ec2.DescribeImagesInput{Filters: tagFilters(term.Tags), IncludeDeprecated: aws.Bool(true)}
 		switch {
+		case term.SSMParameter != "":
+			id, err := r.ssmImageID(ctx, nc, i, term.SSMParameter)
+			if err != nil {
+				return nil, err
+			}
+			input.ImageIds = []string{id}
 		case term.ID != "":
 			input.ImageIds = []string{term.ID}
 		default:
@@ -380,6 +410,10 @@ func (r *NodeClassResolver) images(ctx context.Context, nc *apisv1.EC2NodeClass)
 			}
 		}
 		images, err := r.describeImages(ctx, input)
+		if isNotFound(err) && term.SSMParameter != "" {
+			return nil, activities.NewInvalidNodeClassError(nc.Name, fmt.Sprintf("spec.amiSelectorTerms[%d].ssmParameter", i),
+				fmt.Sprintf("parameter %s names image %s, which does not exist", term.SSMParameter, input.ImageIds[0]))
+		}
 		if isNotFound(err) {
 			return nil, activities.NewInvalidNodeClassError(nc.Name, fmt.Sprintf("spec.amiSelectorTerms[%d].id", i),
 				fmt.Sprintf("image %s does not exist", term.ID))
@@ -396,54 +430,160 @@ func (r *NodeClassResolver) images(ctx context.Context, nc *apisv1.EC2NodeClass)
 	return out, nil
 }
 
-// eksAMIOwner publishes the EKS-optimized AMIs (owner alias "amazon").
-const eksAMIOwner = "amazon"
+// publicAMIOwner is the owner alias of the EKS-optimized, Bottlerocket
+// and Windows AMIs.
+const publicAMIOwner = "amazon"
 
+// aliasQuery is how one alias family's AMIs are found: the name patterns
+// (per architecture and variant) for a Kubernetes version ("*" for any)
+// and release ("*" for latest), the regular expression a found name must
+// match (wildcards in a version would otherwise catch other families'
+// names), and the variant a name is.
+type aliasQuery struct {
+	names   func(k8s, release string) []string
+	match   *regexp.Regexp
+	variant func(name string) string
+	// release normalises the alias version to the release in the names.
+	release func(version string) string
+}
+
+var aliasQueries = map[string]aliasQuery{
+	"al2023": {
+		names: func(k8s, release string) []string {
+			var names []string
+			for _, arch := range []string{"x86_64", "arm64"} {
+				for _, variant := range []string{variantStandard, variantNvidia, variantNeuron} {
+					names = append(names, fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch, variant, k8s, release))
+				}
+			}
+			return names
+		},
+		match: regexp.MustCompile(`^amazon-eks-node-al2023-(x86_64|arm64)-(standard|nvidia|neuron)-[0-9.]+-v[0-9]+$`),
+		variant: func(name string) string {
+			// amazon-eks-node-al2023-x86_64-nvidia-1.33-v20250101
+			if parts := strings.Split(name, "-"); len(parts) > 5 {
+				return parts[5]
+			}
+			return variantStandard
+		},
+	},
+	"al2": {
+		names: func(k8s, release string) []string {
+			return []string{
+				fmt.Sprintf("amazon-eks-node-%s-%s", k8s, release),
+				fmt.Sprintf("amazon-eks-arm64-node-%s-%s", k8s, release),
+				fmt.Sprintf("amazon-eks-gpu-node-%s-%s", k8s, release),
+			}
+		},
+		match: regexp.MustCompile(`^amazon-eks-(arm64-|gpu-)?node-[0-9.]+-v[0-9]+$`),
+		variant: func(name string) string {
+			if strings.HasPrefix(name, "amazon-eks-gpu-node-") {
+				return variantNvidia
+			}
+			return variantStandard
+		},
+	},
+	"bottlerocket": {
+		names: func(k8s, release string) []string {
+			var names []string
+			for _, flavour := range []string{"", "-nvidia"} {
+				for _, arch := range []string{"x86_64", "arm64"} {
+					names = append(names, fmt.Sprintf("bottlerocket-aws-k8s-%s%s-%s-%s-*", k8s, flavour, arch, release))
+				}
+			}
+			return names
+		},
+		match: regexp.MustCompile(`^bottlerocket-aws-k8s-[0-9.]+(-nvidia)?-(x86_64|arm64)-v[0-9.]+-[0-9a-f]+$`),
+		variant: func(name string) string {
+			if strings.Contains(name, "-nvidia-") {
+				return variantNvidia
+			}
+			return variantStandard
+		},
+		release: func(version string) string { return "v" + strings.TrimPrefix(version, "v") },
+	},
+}
+
+func windowsAliasQuery(server string) aliasQuery {
+	return aliasQuery{
+		names: func(k8s, _ string) []string {
+			return []string{fmt.Sprintf("Windows_Server-%s-English-Core-EKS_Optimized-%s-*", server, k8s)}
+		},
+		match:   regexp.MustCompile(`^Windows_Server-` + server + `-English-Core-EKS_Optimized-[0-9.]+-[0-9.]+$`),
+		variant: func(string) string { return variantStandard },
+	}
+}
+
+func init() {
+	for _, server := range []string{"2019", "2022", "2025"} {
+		aliasQueries["windows"+server] = windowsAliasQuery(server)
+	}
+}
+
+// aliasImages resolves family@version to the EKS-optimized (or
+// Bottlerocket, or Windows) AMIs AWS publishes under that family's names:
+// the given release, or for "latest" the newest current one, per
+// architecture and variant, for the cluster's Kubernetes version.
 func (r *NodeClassResolver) aliasImages(ctx context.Context, nc *apisv1.EC2NodeClass, family, version string) ([]Image, error) {
-	if family != "al2023" {
+	query, ok := aliasQueries[family]
+	if !ok {
 		return nil, activities.NewInvalidNodeClassError(nc.Name, "spec.amiSelectorTerms[0].alias",
-			fmt.Sprintf("alias family %q is not supported yet (Millwright resolves al2023)", family))
+			fmt.Sprintf("alias family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022, windows2025", family))
 	}
 	k8sVersion := r.opts.KubernetesVersion
 	if k8sVersion == "" {
 		k8sVersion = "*"
 	}
 	release := version
-	if version == "latest" {
+	switch {
+	case version == "latest":
 		release = "*"
+	case query.release != nil:
+		release = query.release(version)
 	}
-	var names []string
-	for _, arch := range []string{"x86_64", "arm64"} {
-		for _, variant := range []string{variantStandard, variantNvidia, variantNeuron} {
-			names = append(names, fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch, variant, k8sVersion, release))
-		}
-	}
-	images, err := r.describeImages(ctx, &ec2.DescribeImagesInput{
-		Owners:  []string{eksAMIOwner},
-		Filters: []ec2types.Filter{{Name: aws.String("name"), Values: names}},
+	names := query.names(k8sVersion, release)
+	found, err := r.describeImages(ctx, &ec2.DescribeImagesInput{
+		Owners:            []string{publicAMIOwner},
+		IncludeDeprecated: aws.Bool(version != "latest"),
+		Filters:           []ec2types.Filter{{Name: aws.String("name"), Values: names}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %q: DescribeImages for alias %s@%s: %w", nc.Name, family, version, err)
 	}
-	for i := range images {
-		images[i].Variant = aliasVariant(images[i].Name)
+	var images []Image
+	for _, im := range found {
+		if !query.match.MatchString(im.Name) {
+			continue
+		}
+		im.Variant = query.variant(im.Name)
+		images = append(images, im)
 	}
 	out := newestPerKind(images)
 	if len(out) == 0 {
 		return nil, activities.NewInvalidNodeClassError(nc.Name, "spec.amiSelectorTerms[0].alias",
-			fmt.Sprintf("no EKS-optimized AMI matches %s@%s (names %s)", family, version, strings.Join(names[:1], ", ")+", ..."))
+			fmt.Sprintf("no AMI matches %s@%s (names %s)", family, version, strings.Join(names, ", ")))
 	}
 	return out, nil
 }
 
-// aliasVariant reads the variant out of an EKS AMI name
-// (amazon-eks-node-al2023-x86_64-nvidia-1.33-v20250101).
-func aliasVariant(name string) string {
-	parts := strings.Split(name, "-")
-	if len(parts) > 5 {
-		return parts[5]
+// ssmImageID reads the AMI id an ssmParameter term names.
+func (r *NodeClassResolver) ssmImageID(ctx context.Context, nc *apisv1.EC2NodeClass, i int, name string) (string, error) {
+	field := fmt.Sprintf("spec.amiSelectorTerms[%d].ssmParameter", i)
+	if r.opts.SSM == nil {
+		return "", activities.NewInvalidNodeClassError(nc.Name, field, "the worker has no SSM client to read the parameter with")
 	}
-	return variantStandard
+	out, err := r.opts.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	if errorCode(err) == "ParameterNotFound" {
+		return "", activities.NewInvalidNodeClassError(nc.Name, field, fmt.Sprintf("parameter %s does not exist", name))
+	}
+	if err != nil {
+		return "", fmt.Errorf("EC2NodeClass %q: SSM GetParameter %s for %s: %w", nc.Name, name, field, err)
+	}
+	id := aws.ToString(out.Parameter.Value)
+	if !strings.HasPrefix(id, "ami-") {
+		return "", activities.NewInvalidNodeClassError(nc.Name, field, fmt.Sprintf("parameter %s holds %q, not an AMI id", name, id))
+	}
+	return id, nil
 }
 
 func (r *NodeClassResolver) describeImages(ctx context.Context, input *ec2.DescribeImagesInput) ([]Image, error) {
@@ -468,16 +608,24 @@ func (r *NodeClassResolver) describeImages(ctx context.Context, input *ec2.Descr
 				continue
 			}
 			created, _ := time.Parse(time.RFC3339, aws.ToString(im.CreationDate))
-			out = append(out, Image{ID: aws.ToString(im.ImageId), Name: aws.ToString(im.Name), Arch: arch, CreationDate: created})
+			image := Image{ID: aws.ToString(im.ImageId), Name: aws.ToString(im.Name), Arch: arch, CreationDate: created}
+			if deprecation, err := time.Parse(time.RFC3339, aws.ToString(im.DeprecationTime)); err == nil {
+				image.Deprecated = !deprecation.After(r.opts.Clock.Now())
+			}
+			out = append(out, image)
 		}
 	}
 	return out, nil
 }
 
-// newestPerKind keeps the newest image per (arch, variant), newest first
-// (ties broken by id so the choice is stable).
+// newestPerKind keeps the newest image per (arch, variant), current
+// images before deprecated ones, newest first (ties broken by id so the
+// choice is stable).
 func newestPerKind(images []Image) []Image {
 	sort.Slice(images, func(i, j int) bool {
+		if images[i].Deprecated != images[j].Deprecated {
+			return !images[i].Deprecated
+		}
 		if !images[i].CreationDate.Equal(images[j].CreationDate) {
 			return images[i].CreationDate.After(images[j].CreationDate)
 		}

@@ -25,7 +25,7 @@ func TestResolveNodeClass(t *testing.T) {
 	if len(resolved.SecurityGroups) != 1 || resolved.SecurityGroups[0].Name != "millwright-node" {
 		t.Errorf("security groups %v, want the tagged node group only", resolved.SecurityGroups)
 	}
-	if resolved.InstanceProfile != "MillwrightNodeRole" || resolved.AMIFamily != apisv1.AMIFamilyAL2023 {
+	if resolved.InstanceProfile != f.provider.InstanceProfiles.Name("default") || resolved.AMIFamily != apisv1.AMIFamilyAL2023 {
 		t.Errorf("profile %q family %q", resolved.InstanceProfile, resolved.AMIFamily)
 	}
 	// The emulator publishes two releases; the newer one is selected for
@@ -34,13 +34,13 @@ func TestResolveNodeClass(t *testing.T) {
 	for _, im := range resolved.Images {
 		kinds[im.Arch+"/"+im.Variant] = im.Name
 	}
-	for _, kind := range []string{"amd64/standard", "arm64/standard", "amd64/nvidia"} {
+	for _, kind := range []string{"amd64/standard", "arm64/standard", "amd64/nvidia", "amd64/neuron"} {
 		if !strings.HasSuffix(kinds[kind], "-v20261101") {
 			t.Errorf("%s image %q, want the v20261101 release", kind, kinds[kind])
 		}
 	}
-	if len(resolved.Images) != 3 {
-		t.Errorf("images %v, want 3", resolved.Images)
+	if len(resolved.Images) != 4 {
+		t.Errorf("images %v, want 4", resolved.Images)
 	}
 	cases := []struct {
 		instanceType string
@@ -49,8 +49,8 @@ func TestResolveNodeClass(t *testing.T) {
 		{"m5.large", "amd64/standard"},
 		{"m6g.large", "arm64/standard"},
 		{"g4dn.xlarge", "amd64/nvidia"},
-		{"g5g.xlarge", ""},  // arm64 NVIDIA: the emulator publishes no arm64 nvidia AMI
-		{"inf2.xlarge", ""}, // no neuron AMI published
+		{"g5g.xlarge", ""}, // arm64 NVIDIA: the emulator publishes no arm64 nvidia AMI
+		{"inf2.xlarge", "amd64/neuron"},
 	}
 	for _, tc := range cases {
 		im, ok := resolved.ImageFor(catalogSpec(t, tc.instanceType))
@@ -117,11 +117,35 @@ func TestResolveNodeClassSelectorKinds(t *testing.T) {
 			},
 		},
 		{
-			name:   "role ARN: the profile named like the role",
-			mutate: func(nc *apisv1.EC2NodeClass) { nc.Spec.Role = "arn:aws:iam::123456789012:role/nodes/MillwrightNodes" },
+			name:   "role ARN: the managed profile holds the role's name",
+			mutate: func(nc *apisv1.EC2NodeClass) { nc.Spec.Role = "arn:aws:iam::123456789012:role/nodes/" + testRole },
 			check: func(t *testing.T, r *ResolvedNodeClass) {
-				if r.InstanceProfile != "MillwrightNodes" {
+				if !strings.HasPrefix(r.InstanceProfile, testCluster+"_") {
 					t.Errorf("profile %q", r.InstanceProfile)
+				}
+			},
+		},
+		{
+			name: "instance profile given",
+			mutate: func(nc *apisv1.EC2NodeClass) {
+				nc.Spec.Role = ""
+				nc.Spec.InstanceProfile = aws.String("ExistingProfile")
+			},
+			check: func(t *testing.T, r *ResolvedNodeClass) {
+				if r.InstanceProfile != "ExistingProfile" {
+					t.Errorf("profile %q", r.InstanceProfile)
+				}
+			},
+		},
+		{
+			name: "SSM parameter",
+			mutate: func(nc *apisv1.EC2NodeClass) {
+				nc.Spec.AMIFamily = aws.String(apisv1.AMIFamilyAL2023)
+				nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{SSMParameter: "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/arm64/standard/recommended/image_id"}}
+			},
+			check: func(t *testing.T, r *ResolvedNodeClass) {
+				if len(r.Images) != 1 || r.Images[0].Name != "amazon-eks-node-al2023-arm64-standard-1.37-v20261101" {
+					t.Errorf("images %v", r.Images)
 				}
 			},
 		},

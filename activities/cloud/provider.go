@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/events"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/scheduling"
 )
 
 // Tags Millwright puts on instances besides the apis/v1 ones (nodepool,
@@ -63,6 +66,12 @@ type Options struct {
 	// Pricing is the Pricing API client (NewPricingClient); nil uses the
 	// catalog's on-demand prices.
 	Pricing PricingAPI
+	// SSM (NewSSMClient) reads ssmParameter AMI selector terms; nil refuses
+	// them with a message naming the term.
+	SSM SSMAPI
+	// IAM (NewIAMClient) manages the instance profiles of classes that name
+	// a role; nil refuses spec.role with a message naming it.
+	IAM IAMAPI
 	// Region is the cluster's region (for on-demand prices).
 	Region  string
 	Cluster ClusterInfo
@@ -96,6 +105,8 @@ type Provider struct {
 	InstanceTypes *InstanceTypeProvider
 	NodeClasses   *NodeClassResolver
 	Unavailable   *UnavailableOfferings
+	// InstanceProfiles is nil without an IAM client.
+	InstanceProfiles *InstanceProfileManager
 
 	ec2         EC2API
 	nodeClasses NodeClassGetter
@@ -138,15 +149,19 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	var profiles *InstanceProfileManager
+	if opts.IAM != nil {
+		profiles = NewInstanceProfileManager(opts.IAM, opts.EC2, opts.Cluster.Name, opts.Region, opts.Logger)
+	}
 	resolver, err := NewNodeClassResolver(NodeClassResolverOptions{
-		EC2: opts.EC2, KubernetesVersion: opts.Cluster.KubernetesVersion,
+		EC2: opts.EC2, SSM: opts.SSM, InstanceProfiles: profiles, KubernetesVersion: opts.Cluster.KubernetesVersion,
 		Clock: opts.Clock, Logger: opts.Logger, TTL: opts.NodeClassTTL,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Provider{
-		InstanceTypes: types, NodeClasses: resolver, Unavailable: unavailable,
+		InstanceTypes: types, NodeClasses: resolver, Unavailable: unavailable, InstanceProfiles: profiles,
 		ec2: opts.EC2, nodeClasses: opts.NodeClasses, cluster: opts.Cluster,
 		clock: opts.Clock, log: opts.Logger.Named("cloud"), events: opts.Events,
 		pollInterval: opts.TerminationPollInterval, maxInstanceTypes: opts.MaxInstanceTypes,
@@ -164,7 +179,38 @@ func (p *Provider) InstanceTypesForNodeClass(ctx context.Context, nc *apisv1.EC2
 	if err != nil {
 		return nil, err
 	}
+	if resolved.IsWindows() {
+		types = windowsInstanceTypes(types, resolved.AMIFamily)
+	}
 	return p.withKubelet(ctx, nc, types)
+}
+
+// WindowsBuilds are the node.kubernetes.io/windows-build of the Windows
+// AMI families' nodes.
+var WindowsBuilds = map[string]string{
+	apisv1.AMIFamilyWindows2019: "10.0.17763",
+	apisv1.AMIFamilyWindows2022: "10.0.20348",
+	apisv1.AMIFamilyWindows2025: "10.0.26100",
+}
+
+// windowsInstanceTypes are the types as a Windows class launches them: the
+// amd64 ones (EKS publishes no arm64 Windows AMI), labelled
+// kubernetes.io/os=windows and with the family's Windows build, so pods
+// selecting Windows are planned onto this class's pools and Linux pods are
+// not. The listed types are copies; the shared ones are not changed.
+func windowsInstanceTypes(types []*catalog.InstanceType, family string) []*catalog.InstanceType {
+	out := make([]*catalog.InstanceType, 0, len(types))
+	for _, it := range types {
+		if it.Labels[scheduling.LabelArch] != "amd64" {
+			continue
+		}
+		windows := *it
+		windows.Labels = maps.Clone(it.Labels)
+		windows.Labels[scheduling.LabelOS] = "windows"
+		windows.Labels[corev1.LabelWindowsBuild] = WindowsBuilds[family]
+		out = append(out, &windows)
+	}
+	return out
 }
 
 // activityAttempt is the current activity attempt (1 outside an activity),

@@ -49,6 +49,12 @@ type Config struct {
 
 	// EC2 is the EC2 client (cloud.NewEC2Client). Required.
 	EC2 cloud.EC2API
+	// SSM reads ssmParameter AMI terms (cloud.NewSSMClient); nil refuses
+	// them.
+	SSM cloud.SSMAPI
+	// IAM manages the instance profiles of classes with a role
+	// (cloud.NewIAMClient); nil refuses spec.role.
+	IAM cloud.IAMAPI
 	// Pricing is the Pricing API client; nil uses the embedded catalog's
 	// on-demand prices.
 	Pricing cloud.PricingAPI
@@ -130,7 +136,7 @@ func New(cfg Config) (*Activities, error) {
 		cfg.State = planning.NewAPIState(cfg.Kubernetes, cfg.Dynamic)
 	}
 	provider, err := cloud.New(cloud.Options{
-		EC2: cfg.EC2, Pricing: cfg.Pricing, Region: cfg.Region, Cluster: cfg.Cluster,
+		EC2: cfg.EC2, SSM: cfg.SSM, IAM: cfg.IAM, Pricing: cfg.Pricing, Region: cfg.Region, Cluster: cfg.Cluster,
 		NodeClasses: NewNodeClassReader(cfg.Dynamic), Clock: cfg.Clock, Logger: cfg.Logger,
 		TerminationPollInterval: cfg.TerminationPollInterval, Events: cfg.Events,
 	})

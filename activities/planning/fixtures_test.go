@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -117,7 +118,7 @@ func createNodeClassWithSubnets(t *testing.T, subnetTags map[string]string) stri
 			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: subnetTags}},
 			SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: discovery}},
 			AMISelectorTerms:           []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			Role:                       "MillwrightNodeRole",
+			InstanceProfile:            aws.String("MillwrightNodeRole"),
 		},
 	}
 	createCustom(t, EC2NodeClassResource, "EC2NodeClass", nc)

@@ -1,7 +1,11 @@
-// Package userdata owns the EC2 userData Millwright gives its nodes: for the
-// AL2023 AMI family, a MIME multi-part document carrying a nodeadm
-// `node.eks.aws/v1alpha1` NodeConfig that joins the node to the cluster with
-// the node's labels and taints, merged with the EC2NodeClass's own userData.
+// Package userdata owns the EC2 userData Millwright gives its nodes, one
+// format per AMI family, each merged with the EC2NodeClass's own userData
+// the way Karpenter merges it: for AL2023 a MIME multi-part document
+// carrying a nodeadm `node.eks.aws/v1alpha1` NodeConfig (AL2023); for AL2 a
+// MIME document ending in /etc/eks/bootstrap.sh (AL2); for Bottlerocket
+// TOML settings (Bottlerocket); for Windows the EKS bootstrap PowerShell
+// (Windows). Each joins the node to the cluster with its labels, taints and
+// kubelet settings.
 //
 // It only builds documents; it does not talk to EC2 or Kubernetes. The output
 // is deterministic (same input, same bytes), because the launcher names
@@ -80,6 +84,9 @@ type AL2023 struct {
 	EvictionHard, EvictionSoft   map[string]string
 	EvictionSoftGracePeriod      map[string]string
 	EvictionMaxPodGracePeriod    int32
+	// RAID0 asks nodeadm to stripe the instance-store disks for the
+	// kubelet and containerd (instanceStorePolicy: RAID0).
+	RAID0 bool
 	// Custom is the EC2NodeClass's spec.userData: a MIME multi-part
 	// document, a NodeConfig YAML document, a shell script or cloud-config.
 	// Its parts come first so that Millwright's NodeConfig, merged last by
@@ -94,8 +101,17 @@ type nodeConfigDocument struct {
 }
 
 type nodeConfigSpec struct {
-	Cluster nodeConfigCluster `json:"cluster"`
-	Kubelet nodeConfigKubelet `json:"kubelet"`
+	Cluster  nodeConfigCluster   `json:"cluster"`
+	Kubelet  nodeConfigKubelet   `json:"kubelet"`
+	Instance *nodeConfigInstance `json:"instance,omitempty"`
+}
+
+type nodeConfigInstance struct {
+	LocalStorage nodeConfigLocalStorage `json:"localStorage"`
+}
+
+type nodeConfigLocalStorage struct {
+	Strategy string `json:"strategy"`
 }
 
 type nodeConfigCluster struct {
@@ -168,6 +184,9 @@ func (u AL2023) nodeConfig() ([]byte, error) {
 				CIDR:                 u.Cluster.ServiceCIDR,
 			},
 		},
+	}
+	if u.RAID0 {
+		doc.Spec.Instance = &nodeConfigInstance{LocalStorage: nodeConfigLocalStorage{Strategy: "RAID0"}}
 	}
 	config := map[string]any{}
 	if u.MaxPods > 0 {

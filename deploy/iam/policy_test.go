@@ -3,8 +3,8 @@ package iam
 import (
 	"encoding/json"
 	"fmt"
-	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -91,10 +91,7 @@ func (doc policyDocument) allows(r request) bool {
 		if s.Effect != "Allow" || !slices.Contains(s.Action, r.action) {
 			continue
 		}
-		if !slices.ContainsFunc(s.Resource, func(pattern string) bool {
-			matched, _ := path.Match(strings.ReplaceAll(pattern, "/*", "/?*"), r.resource)
-			return pattern == "*" || matched
-		}) {
+		if !slices.ContainsFunc(s.Resource, func(pattern string) bool { return resourceMatches(pattern, r.resource) }) {
 			continue
 		}
 		if conditionsHold(s.Condition, r.context) {
@@ -102,6 +99,15 @@ func (doc policyDocument) allows(r request) bool {
 		}
 	}
 	return false
+}
+
+// resourceMatches is IAM's ARN matching: "*" matches any run of
+// characters, "/" included; "?" matches one character.
+func resourceMatches(pattern, resource string) bool {
+	expr := regexp.QuoteMeta(pattern)
+	expr = strings.ReplaceAll(expr, `\*`, ".*")
+	expr = strings.ReplaceAll(expr, `\?`, ".")
+	return regexp.MustCompile("^" + expr + "$").MatchString(resource)
 }
 
 func conditionsHold(conditions map[string]map[string]stringList, context map[string]string) bool {
@@ -167,6 +173,8 @@ func TestPolicyAllowsEveryCallTheWorkerMakes(t *testing.T) {
 		"ec2":     reflect.TypeFor[cloud.EC2API](),
 		"pricing": reflect.TypeFor[cloud.PricingAPI](),
 		"sqs":     reflect.TypeFor[interruption.SQSAPI](),
+		"ssm":     reflect.TypeFor[cloud.SSMAPI](),
+		"iam":     reflect.TypeFor[cloud.IAMAPI](),
 	}
 	var used []string
 	for service, api := range interfaces {
@@ -215,6 +223,19 @@ func with(context map[string]string, key, value string) map[string]string {
 	return out
 }
 
+// profileARN is a managed instance profile's ARN (its path names the
+// region and the cluster); profileTags the tags it is created with.
+func profileARN(cluster string) string {
+	return "arn:aws:iam::" + testAccount + ":instance-profile/millwright/" + testRegion + "/" + cluster + "/" + cluster + "_0123"
+}
+
+func profileTags(cluster string) map[string]string {
+	return map[string]string{
+		"aws:RequestTag/kubernetes.io/cluster/" + cluster: "owned",
+		"aws:RequestTag/topology.kubernetes.io/region":    testRegion,
+	}
+}
+
 func TestPolicyDecisions(t *testing.T) {
 	doc := loadPolicy(t)
 	region := map[string]string{"aws:RequestedRegion": testRegion}
@@ -259,6 +280,15 @@ func TestPolicyDecisions(t *testing.T) {
 		{"receive from another queue", request{"sqs:ReceiveMessage", "arn:aws:sqs:" + testRegion + ":" + testAccount + ":orders", nil}, false},
 		{"send to the interruption queue", request{"sqs:SendMessage", "arn:aws:sqs:" + testRegion + ":" + testAccount + ":" + testQueue, nil}, false},
 		{"run a command on an instance", request{"ssm:SendCommand", "*", nil}, false},
+		{"read a public AMI parameter", request{"ssm:GetParameter", "arn:aws:ssm:" + testRegion + "::parameter/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id", nil}, true},
+		{"read a private parameter", request{"ssm:GetParameter", "arn:aws:ssm:" + testRegion + ":" + testAccount + ":parameter/db/password", nil}, false},
+
+		{"create the cluster's instance profile", request{"iam:CreateInstanceProfile", profileARN(testCluster), profileTags(testCluster)}, true},
+		{"create an untagged instance profile", request{"iam:CreateInstanceProfile", profileARN(testCluster), nil}, false},
+		{"create a profile on another cluster's path", request{"iam:CreateInstanceProfile", profileARN("other"), profileTags("other")}, false},
+		{"add a role to the cluster's profile", request{"iam:AddRoleToInstanceProfile", profileARN(testCluster), nil}, true},
+		{"delete the cluster's profile", request{"iam:DeleteInstanceProfile", profileARN(testCluster), nil}, true},
+		{"delete another profile", request{"iam:DeleteInstanceProfile", "arn:aws:iam::" + testAccount + ":instance-profile/Admin", nil}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

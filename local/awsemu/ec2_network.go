@@ -186,7 +186,9 @@ func (e *Emulator) imageFilterValues(im image) filterValues {
 		case "hypervisor":
 			return []string{"xen"}, true
 		case "platform-details":
-			return []string{"Linux/UNIX"}, true
+			return []string{imagePlatformDetails(im)}, true
+		case "platform":
+			return []string{imagePlatform(im)}, true
 		}
 		return nil, false
 	}
@@ -258,7 +260,8 @@ func (e *Emulator) describeImages(c *ec2Call) (any, error) {
 			Tags:               xmlTags(im.tags),
 			Hypervisor:         "xen",
 			EnaSupport:         true,
-			PlatformDetails:    "Linux/UNIX",
+			Platform:           imagePlatform(im),
+			PlatformDetails:    imagePlatformDetails(im),
 			UsageOperation:     "RunInstances",
 			BootMode:           map[bool]string{true: "uefi", false: "uefi-preferred"}[im.arch == "arm64"],
 			DeprecationTime:    ec2query.FormatTime(im.deprecated),
@@ -269,6 +272,21 @@ func (e *Emulator) describeImages(c *ec2Call) (any, error) {
 		return nil, err
 	}
 	return describeImagesResponse{RequestID: c.RequestID, Images: matched[start:end], NextToken: next}, nil
+}
+
+// imagePlatform is EC2's "platform" of an image: "windows" or empty.
+func imagePlatform(im image) string {
+	if im.os == osWindows {
+		return "windows"
+	}
+	return ""
+}
+
+func imagePlatformDetails(im image) string {
+	if im.os == osWindows {
+		return "Windows"
+	}
+	return "Linux/UNIX"
 }
 
 func (e *Emulator) imageOwnedByAny(im image, owners []string) bool {

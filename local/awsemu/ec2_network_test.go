@@ -80,7 +80,18 @@ func TestDescribeImages(t *testing.T) {
 		{name: "deprecated included on request", input: &ec2.DescribeImagesInput{
 			IncludeDeprecated: aws.Bool(true),
 			Filters:           []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-arm64-standard-1.37-*"}}},
-		}, want: []string{"amazon-eks-node-al2023-arm64-standard-1.37-v20261015", "amazon-eks-node-al2023-arm64-standard-1.37-v20261101"}},
+		}, want: []string{"amazon-eks-node-al2023-arm64-standard-1.37-v20240625", "amazon-eks-node-al2023-arm64-standard-1.37-v20261015", "amazon-eks-node-al2023-arm64-standard-1.37-v20261101"}},
+		{name: "every family's current release", input: &ec2.DescribeImagesInput{
+			Owners: []string{"amazon"},
+			Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{
+				"amazon-eks-node-1.37-*", "bottlerocket-aws-k8s-1.37-x86_64-*", "Windows_Server-2022-English-Core-EKS_Optimized-1.37-*",
+			}}},
+		}, want: []string{"Windows_Server-2022-English-Core-EKS_Optimized-1.37-2026.10.14", "Windows_Server-2022-English-Core-EKS_Optimized-1.37-2026.11.12",
+			"amazon-eks-node-1.37-v20261101", "bottlerocket-aws-k8s-1.37-x86_64-v1.49.0-" + hashHex(8, "bottlerocket", "v1.49.0"),
+			"bottlerocket-aws-k8s-1.37-x86_64-v1.50.0-" + hashHex(8, "bottlerocket", "v1.50.0")}},
+		{name: "windows platform", input: &ec2.DescribeImagesInput{
+			Filters: []ec2types.Filter{{Name: aws.String("platform"), Values: []string{"windows"}}, {Name: aws.String("name"), Values: []string{"*2019*"}}},
+		}, want: []string{"Windows_Server-2019-English-Core-EKS_Optimized-1.37-2026.10.14", "Windows_Server-2019-English-Core-EKS_Optimized-1.37-2026.11.12"}},
 		{name: "architecture and tag filters", input: &ec2.DescribeImagesInput{
 			Filters: []ec2types.Filter{
 				{Name: aws.String("architecture"), Values: []string{"x86_64"}},

@@ -359,6 +359,7 @@ type xmlImage struct {
 	Tags               []xmlTag                `xml:"tagSet>item"`
 	Hypervisor         string                  `xml:"hypervisor"`
 	EnaSupport         bool                    `xml:"enaSupport"`
+	Platform           string                  `xml:"platform,omitempty"`
 	PlatformDetails    string                  `xml:"platformDetails"`
 	UsageOperation     string                  `xml:"usageOperation"`
 	BootMode           string                  `xml:"bootMode"`

@@ -41,6 +41,9 @@ type Options struct {
 	DiscoveryTags map[string]string
 	// KubernetesVersion names the served EKS AMIs (1.37).
 	KubernetesVersion string
+	// Roles are the IAM roles the account has (instance profiles can hold
+	// only these); default MillwrightNodeRole-<ClusterName>.
+	Roles []string
 
 	// BootDelay is pending → running (default 5s); the Node is registered
 	// when the instance is running.
@@ -101,6 +104,9 @@ func (o *Options) setDefaults() error {
 	if o.DiscoveryTags == nil {
 		o.DiscoveryTags = map[string]string{"millwright.dev/discovery": o.ClusterName}
 	}
+	if o.Roles == nil {
+		o.Roles = []string{"MillwrightNodeRole-" + o.ClusterName}
+	}
 	if o.KubernetesVersion == "" {
 		o.KubernetesVersion = "1.37"
 	}
@@ -135,6 +141,7 @@ type Emulator struct {
 	log   *zap.Logger
 	world *world
 	sqs   *queues.Service
+	iam   *iamState
 
 	mu              sync.Mutex
 	instances       map[string]*instance
@@ -178,6 +185,7 @@ func New(opts Options) (*Emulator, error) {
 		clock:           opts.Clock,
 		log:             opts.Logger,
 		world:           w,
+		iam:             newIAMState(opts, opts.Clock.Now()),
 		sqs:             queues.New(queues.Options{Clock: opts.Clock, AccountID: opts.AccountID, Region: opts.Region}),
 		instances:       map[string]*instance{},
 		launchTemplates: map[string]*launchTemplate{},
@@ -201,8 +209,15 @@ func (e *Emulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(AdminPathPrefix, e.adminHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if queues.IsSQSRequest(r) {
+		switch {
+		case queues.IsSQSRequest(r):
 			e.sqs.ServeHTTP(w, r)
+			return
+		case isSSMRequest(r):
+			e.serveSSM(w, r)
+			return
+		case isIAMRequest(r):
+			e.serveIAM(w, r)
 			return
 		}
 		e.serveEC2(w, r)

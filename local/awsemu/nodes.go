@@ -67,23 +67,43 @@ func KubeletNodeResources(it catalog.InstanceTypeSpec, maxPods int, r nodeadm.Ku
 
 // nodeForInstanceLocked builds the Node a kubelet on inst would register,
 // reading the labels, taints and max pods its userData asks for.
+// The image decides how the userData is read: nodeadm on AL2023 (and on
+// images not from the public set), bootstrap.sh on AL2, TOML settings on
+// Bottlerocket, the EKS bootstrap PowerShell on Windows.
 func (e *Emulator) nodeForInstanceLocked(inst *instance) (*corev1.Node, error) {
+	im, _ := e.world.imageByID(inst.imageID)
 	var cfg *nodeadm.NodeConfig
 	if inst.userData != "" {
 		raw, err := nodeadm.DecodeUserData(inst.userData)
 		if err != nil {
 			return nil, err
 		}
-		cfg, err = nodeadm.Parse(raw)
+		parse := nodeadm.Parse
+		switch im.os {
+		case osAL2:
+			parse = nodeadm.ParseBootstrapScript
+		case osBottlerocket:
+			parse = nodeadm.ParseBottlerocket
+		case osWindows:
+			parse = nodeadm.ParseWindows
+		}
+		cfg, err = parse(raw)
 		if err != nil && !nodeadm.IsNoNodeConfig(err) {
-			return nil, fmt.Errorf("instance %s userData: %w", inst.id, err)
+			return nil, fmt.Errorf("instance %s userData (%s): %w", inst.id, osName(im), err)
 		}
 	}
 	return buildNode(nodeSpec{
 		name: inst.privateDNS, instanceID: inst.id, zone: inst.zone, region: e.opts.Region,
 		capacityType: inst.capacityType, spec: inst.spec, privateIP: inst.privateIP,
-		kubeletVersion: "v" + e.opts.KubernetesVersion + ".0",
+		kubeletVersion: "v" + e.opts.KubernetesVersion + ".0", image: im,
 	}, cfg)
+}
+
+func osName(im image) string {
+	if im.os == "" {
+		return osAL2023
+	}
+	return im.os
 }
 
 type nodeSpec struct {
@@ -94,12 +114,36 @@ type nodeSpec struct {
 	spec             catalog.InstanceTypeSpec
 	privateIP        string
 	kubeletVersion   string
+	image            image
+}
+
+// osImage is what the Node's status reports about the operating system.
+func (s nodeSpec) osImage() (os, osImage, kernel string) {
+	switch s.image.os {
+	case osWindows:
+		return "windows", "Windows Server " + windowsVersion(s.image.windowsBuild) + " Datacenter", s.image.windowsBuild + ".6532"
+	case osBottlerocket:
+		return "linux", "Bottlerocket OS (aws-k8s)", "6.1.155"
+	case osAL2:
+		return "linux", "Amazon Linux 2", "5.10.245-241.976.amzn2." + kernelArch(s.spec.Arch)
+	}
+	return "linux", "Amazon Linux 2023.9.20261101", "6.1.155-176.282.amzn2023." + kernelArch(s.spec.Arch)
+}
+
+func windowsVersion(build string) string {
+	for version, b := range windowsBuilds {
+		if b == build {
+			return version
+		}
+	}
+	return ""
 }
 
 func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
+	osName, osImage, kernel := s.osImage()
 	labels := map[string]string{
 		corev1.LabelArchStable:              s.spec.Arch,
-		corev1.LabelOSStable:                "linux",
+		corev1.LabelOSStable:                osName,
 		corev1.LabelHostname:                s.name,
 		corev1.LabelInstanceTypeStable:      s.spec.Name,
 		corev1.LabelInstanceType:            s.spec.Name,
@@ -108,9 +152,12 @@ func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
 		corev1.LabelFailureDomainBetaZone:   s.zone.name,
 		corev1.LabelFailureDomainBetaRegion: s.region,
 		"beta.kubernetes.io/arch":           s.spec.Arch,
-		"beta.kubernetes.io/os":             "linux",
+		"beta.kubernetes.io/os":             osName,
 		LabelZoneID:                         s.zone.id,
 		LabelCapacityType:                   s.capacityType,
+	}
+	if s.image.windowsBuild != "" {
+		labels[corev1.LabelWindowsBuild] = s.image.windowsBuild
 	}
 	var taints []corev1.Taint
 	maxPods := s.spec.MaxPods
@@ -170,11 +217,11 @@ func buildNode(s nodeSpec, cfg *nodeadm.NodeConfig) (*corev1.Node, error) {
 				MachineID:               strings.ReplaceAll(s.instanceID, "i-", "ec2"),
 				SystemUUID:              "ec2" + strings.TrimPrefix(s.instanceID, "i-"),
 				BootID:                  hashHex(32, s.instanceID, "boot"),
-				KernelVersion:           "6.1.155-176.282.amzn2023." + kernelArch(s.spec.Arch),
-				OSImage:                 "Amazon Linux 2023.9.20261101",
+				KernelVersion:           kernel,
+				OSImage:                 osImage,
 				ContainerRuntimeVersion: "containerd://2.1.4",
 				KubeletVersion:          s.kubeletVersion,
-				OperatingSystem:         "linux",
+				OperatingSystem:         osName,
 				Architecture:            s.spec.Arch,
 			},
 		},

@@ -16,6 +16,8 @@ type State struct {
 	Fleets          []FleetState          `json:"fleets"`
 	LaunchTemplates []LaunchTemplateState `json:"launchTemplates"`
 	Queues          []queues.QueueState   `json:"queues"`
+	// InstanceProfiles are the IAM instance profiles.
+	InstanceProfiles []InstanceProfileState `json:"instanceProfiles,omitempty"`
 	Faults          Faults                `json:"faults"`
 	Events          EventConfig           `json:"events"`
 }
@@ -147,6 +149,7 @@ func (e *Emulator) State() *State {
 	}
 	e.mu.Unlock()
 	st.Queues = e.sqs.Snapshot()
+	st.InstanceProfiles = e.InstanceProfiles()
 	st.Faults = e.Faults()
 	sort.SliceStable(st.Instances, func(i, j int) bool { return st.Instances[i].LaunchTime.Before(st.Instances[j].LaunchTime) })
 	return st
@@ -161,4 +164,15 @@ func (e *Emulator) HourlyPrice(instanceType, zone, capacityType string) (float64
 		return 0, false
 	}
 	return e.world.poolPrice(it, zone, capacityType), true
+}
+
+// InstanceUserData is the base64 userData an instance was launched with.
+func (e *Emulator) InstanceUserData(id string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	inst, ok := e.instances[id]
+	if !ok {
+		return "", false
+	}
+	return inst.userData, true
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"time"
 
@@ -61,10 +60,16 @@ type image struct {
 	deprecated            time.Time
 	ownerID, ownerAlias   string
 	tags                  map[string]string
+	// os is how a node booted from the image reads its userData and what
+	// it reports: al2023 (nodeadm), al2 (bootstrap.sh), bottlerocket
+	// (TOML settings) or windows (the EKS bootstrap PowerShell).
+	os string
+	// windowsBuild is node.kubernetes.io/windows-build for Windows images.
+	windowsBuild string
+	// ssmParameters are the public SSM parameters whose value is this
+	// image's id.
+	ssmParameters []string
 }
-
-// eksImageOwner is the account that publishes EKS-optimized AMIs.
-const eksImageOwner = "602401143452"
 
 // hashHex returns n hex characters derived from parts (stable ids).
 func hashHex(n int, parts ...string) string {
@@ -131,7 +136,7 @@ func newWorld(opts Options, cat *catalog.Catalog, start time.Time) (*world, erro
 		{id: "sg-" + hashHex(17, opts.AccountID, "default"), name: "default", description: "default VPC security group", tags: map[string]string{}},
 		{id: "sg-" + hashHex(17, opts.AccountID, "node"), name: opts.ClusterName + "-node", description: "Millwright nodes of " + opts.ClusterName, tags: nodeTags},
 	}
-	w.images = defaultImages(opts.KubernetesVersion, opts.AccountID)
+	w.images = defaultImages(opts.KubernetesVersion)
 	return w, nil
 }
 
@@ -142,44 +147,6 @@ func regionShort(region string) string {
 		return parts[0] + parts[1][:1] + parts[2] + "-"
 	}
 	return region + "-"
-}
-
-// defaultImages are the EKS-optimized AL2023 AMIs the account can see: two
-// releases (the older deprecated) of the standard x86_64 and arm64 variants
-// and the x86_64 nvidia variant, for the configured Kubernetes version.
-func defaultImages(k8sVersion, account string) []image {
-	type release struct {
-		tag             string
-		created, deprec time.Time
-	}
-	releases := []release{
-		{"v20261015", time.Date(2026, 10, 15, 6, 0, 0, 0, time.UTC), time.Date(2026, 11, 15, 6, 0, 0, 0, time.UTC)},
-		{"v20261101", time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC), time.Date(2028, 11, 1, 6, 0, 0, 0, time.UTC)},
-	}
-	variants := []struct{ arch, variant string }{
-		{"x86_64", "standard"}, {"arm64", "standard"}, {"x86_64", "nvidia"},
-	}
-	var out []image
-	for _, r := range releases {
-		for _, v := range variants {
-			name := fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", v.arch, v.variant, k8sVersion, r.tag)
-			out = append(out, image{
-				id:          "ami-" + hashHex(17, name),
-				name:        name,
-				description: fmt.Sprintf("EKS-optimized Kubernetes node based on Amazon Linux 2023, (k8s: %s, variant: %s)", k8sVersion, v.variant),
-				arch:        v.arch,
-				created:     r.created,
-				deprecated:  r.deprec,
-				ownerID:     eksImageOwner,
-				ownerAlias:  "amazon",
-				tags: map[string]string{
-					"os": "al2023", "kubernetes-version": k8sVersion, "variant": v.variant, "release": r.tag,
-				},
-			})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
 }
 
 func (w *world) zoneByName(name string) (zone, bool) {

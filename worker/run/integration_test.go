@@ -429,8 +429,14 @@ func TestClientTokenPreventsDuplicateInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	iamClient, err := cloud.NewIAMClient(ctx, cloud.Config{
+		Region: testRegion, Endpoint: testStack.EmulatorURL(), Credentials: testWorkerConfig.AWSCredentials,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	provider, err := cloud.New(cloud.Options{
-		EC2: ec2Client, Region: testRegion,
+		EC2: ec2Client, IAM: iamClient, Region: testRegion,
 		Cluster:     cloud.ClusterInfo{Name: testStack.ClusterName(), Endpoint: restConfig.Host, CertificateAuthority: ca, ServiceCIDR: "10.96.0.0/12"},
 		NodeClasses: millwright.NewNodeClassReader(testDynamic),
 	})

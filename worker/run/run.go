@@ -183,6 +183,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("worker: EC2 client: %w", err)
 	}
+	ssmClient, err := cloud.NewSSMClient(ctx, awsConfig)
+	if err != nil {
+		return fmt.Errorf("worker: SSM client: %w", err)
+	}
+	iamClient, err := cloud.NewIAMClient(ctx, awsConfig)
+	if err != nil {
+		return fmt.Errorf("worker: IAM client: %w", err)
+	}
 	// nil when pricing is off: the embedded catalog's on-demand prices apply.
 	pricingClient, err := cloud.NewPricingClient(ctx, awsConfig)
 	if err != nil {
@@ -202,6 +210,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Dynamic:             dynamicClient,
 		State:               planning.NewInformerState(factory, dynamicFactory),
 		EC2:                 ec2Client,
+		SSM:                 ssmClient,
+		IAM:                 iamClient,
 		Pricing:             pricingClient,
 		Temporal:            cfg.Temporal,
 		Clock:               cfg.Clock,
@@ -260,10 +270,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := interruption.AddInstanceIndex(nodeInformer); err != nil {
 		return err
 	}
-	statusControllers, err := status.New(status.Options{
+	statusOptions := status.Options{
 		Informers: factory, DynamicInformers: dynamicFactory, Dynamic: dynamicClient,
 		Resolver: acts.Cloud().NodeClasses, Clock: cfg.Clock, Logger: logger,
-	})
+	}
+	if profiles := acts.Cloud().InstanceProfiles; profiles != nil {
+		statusOptions.InstanceProfiles = profiles
+	}
+	statusControllers, err := status.New(statusOptions)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
+	"github.com/millwright/millwright/local/awsemu"
 	"github.com/millwright/millwright/local/cluster/clustertesting"
 	"github.com/millwright/millwright/local/stack/stacktest"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
@@ -59,8 +60,15 @@ func TestStatusShowsNodesAndReadiness(t *testing.T) {
 			t.Errorf("AMI %+v: want an id and requirements", ami)
 		}
 	}
-	if st.InstanceProfile != "MillwrightNodeRole-millwright" {
-		t.Errorf("instance profile %q, want the role's MillwrightNodeRole-millwright", st.InstanceProfile)
+	// The example names a role: Millwright manages a profile holding it.
+	var managed *awsemu.InstanceProfileState
+	for _, p := range testStack.Emulator.InstanceProfiles() {
+		if p.Name == st.InstanceProfile {
+			managed = &p
+		}
+	}
+	if managed == nil || len(managed.Roles) != 1 || managed.Roles[0] != "MillwrightNodeRole-millwright" || managed.Tags[apisv1.TagNodeClass] != "default" {
+		t.Errorf("instance profile %q is %+v, want a managed profile holding MillwrightNodeRole-millwright, tagged for class default", st.InstanceProfile, managed)
 	}
 	t.Logf("kubectl describe ec2nodeclass default:\n%s", kubectl(t, "describe", "ec2nodeclass", "default"))
 

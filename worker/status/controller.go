@@ -46,6 +46,12 @@ type NodeClassResolver interface {
 	Resolve(ctx context.Context, nc *apisv1.EC2NodeClass) (*cloud.ResolvedNodeClass, error)
 }
 
+// InstanceProfileCollector deletes the managed instance profiles of
+// deleted EC2NodeClasses (*cloud.InstanceProfileManager).
+type InstanceProfileCollector interface {
+	GarbageCollect(ctx context.Context, exists cloud.ClassExists) (deleted, waiting []string, err error)
+}
+
 // Options configure the status controllers.
 type Options struct {
 	// Informers and DynamicInformers are the worker's shared factories:
@@ -57,6 +63,9 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Resolver resolves EC2NodeClasses.
 	Resolver NodeClassResolver
+	// InstanceProfiles, when set, removes the managed instance profiles of
+	// deleted classes (the EC2 provider's InstanceProfiles).
+	InstanceProfiles InstanceProfileCollector
 	// ResolveInterval defaults to DefaultResolveInterval.
 	ResolveInterval time.Duration
 	// Clock stamps condition transitions and drives the queues' delays.
@@ -101,7 +110,7 @@ func New(opts Options) (*Controllers, error) {
 		client: opts.Dynamic.Resource(planning.NodePoolResource), clock: opts.Clock, logger: opts.Logger.Named("nodepool-status"),
 	}
 	classController := &nodeClassController{
-		classes: classes, resolver: opts.Resolver, interval: opts.ResolveInterval,
+		classes: classes, resolver: opts.Resolver, profiles: opts.InstanceProfiles, interval: opts.ResolveInterval,
 		client: opts.Dynamic.Resource(planning.EC2NodeClassResource), clock: opts.Clock, logger: opts.Logger.Named("ec2nodeclass-status"),
 	}
 	c := &Controllers{
@@ -182,7 +191,11 @@ func (c *Controllers) watch(nodes, pools, classes cache.SharedIndexInformer) err
 			}
 			poolsOfClass(obj)
 		},
-		DeleteFunc: poolsOfClass,
+		DeleteFunc: func(obj any) {
+			// A deleted class's instance profile is collected.
+			enqueueClass(obj)
+			poolsOfClass(obj)
+		},
 	})
 	return err
 }
@@ -327,6 +340,7 @@ func (c *nodePoolController) nodeClass(name string) (*apisv1.EC2NodeClass, error
 type nodeClassController struct {
 	classes  cache.SharedIndexInformer
 	resolver NodeClassResolver
+	profiles InstanceProfileCollector
 	interval time.Duration
 	client   dynamic.ResourceInterface
 	clock    clock.PassiveClock
@@ -335,8 +349,11 @@ type nodeClassController struct {
 
 func (c *nodeClassController) reconcile(ctx context.Context, name string) (time.Duration, error) {
 	obj, exists, err := c.classes.GetIndexer().GetByKey(name)
-	if err != nil || !exists {
+	if err != nil {
 		return 0, err
+	}
+	if !exists {
+		return c.collectInstanceProfiles(ctx, name)
 	}
 	u := obj.(*unstructured.Unstructured)
 	var class apisv1.EC2NodeClass
@@ -375,6 +392,32 @@ func (c *nodeClassController) reconcile(ctx context.Context, name string) (time.
 		return 0, err
 	}
 	return c.interval, nil
+}
+
+// collectInstanceProfiles removes the managed instance profiles of deleted
+// classes once their instances are gone; while the deleted class's
+// instances remain it looks again after the resolve interval.
+func (c *nodeClassController) collectInstanceProfiles(ctx context.Context, deletedClass string) (time.Duration, error) {
+	if c.profiles == nil {
+		return 0, nil
+	}
+	exists := func(_ context.Context, name string) (bool, error) {
+		_, ok, err := c.classes.GetIndexer().GetByKey(name)
+		return ok, err
+	}
+	deleted, waiting, err := c.profiles.GarbageCollect(ctx, exists)
+	for _, name := range deleted {
+		c.logger.Info("Deleted the instance profile of a deleted EC2NodeClass", zap.String("instanceProfile", name))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("collecting instance profiles: %w", err)
+	}
+	for _, class := range waiting {
+		if class == deletedClass {
+			return c.interval, nil
+		}
+	}
+	return 0, nil
 }
 
 // logWrite logs a status write: at Info when Ready changed (someone may be

@@ -90,7 +90,7 @@ func NodeClassStatus(class *apisv1.EC2NodeClass, resolution Resolution, now time
 		out.SecurityGroups = append(out.SecurityGroups, apisv1.SecurityGroup{ID: g.ID, Name: g.Name})
 	}
 	for _, image := range resolved.Images {
-		out.AMIs = append(out.AMIs, apisv1.AMI{ID: image.ID, Name: image.Name, Requirements: imageRequirements(image)})
+		out.AMIs = append(out.AMIs, apisv1.AMI{ID: image.ID, Name: image.Name, Deprecated: image.Deprecated, Requirements: imageRequirements(image)})
 	}
 	out.InstanceProfile = resolved.InstanceProfile
 	for _, part := range nodeClassParts {

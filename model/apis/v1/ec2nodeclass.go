@@ -101,7 +101,10 @@ type EC2NodeClassSpec struct {
 	// +optional
 	BlockDeviceMappings []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
 	// InstanceStorePolicy says what to do with instance-store disks: RAID0
-	// them for the kubelet and container runtime. Unset leaves them alone.
+	// stripes them and puts the kubelet and container runtime state on the
+	// array (nodeadm's localStorage strategy on AL2023, bootstrap.sh
+	// --local-disks raid0 on AL2, the ephemeral-storage bootstrap command
+	// on Bottlerocket; refused for Windows). Unset leaves them alone.
 	// +optional
 	InstanceStorePolicy *InstanceStorePolicy `json:"instanceStorePolicy,omitempty"`
 	// AssociatePublicIPAddress overrides the subnet's public-IP setting.
@@ -152,15 +155,18 @@ type SecurityGroupSelectorTerm struct {
 	Name string `json:"name,omitempty"`
 }
 
-// AMISelectorTerm selects AMIs by alias, id, name (with owner) or tags.
-// +kubebuilder:validation:XValidation:message="expected at least one, got none, ['tags', 'id', 'name', 'alias']",rule="has(self.tags) || has(self.id) || has(self.name) || has(self.alias)"
-// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!(has(self.id) && (has(self.alias) || has(self.tags) || has(self.name) || has(self.owner)))"
-// +kubebuilder:validation:XValidation:message="'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!(has(self.alias) && (has(self.id) || has(self.tags) || has(self.name) || has(self.owner)))"
+// AMISelectorTerm selects AMIs by alias, id, name (with owner), tags or an
+// SSM parameter holding an AMI id.
+// +kubebuilder:validation:XValidation:message="expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",rule="has(self.tags) || has(self.id) || has(self.name) || has(self.alias) || has(self.ssmParameter)"
+// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!(has(self.id) && (has(self.alias) || has(self.tags) || has(self.name) || has(self.owner) || has(self.ssmParameter)))"
+// +kubebuilder:validation:XValidation:message="'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!(has(self.alias) && (has(self.id) || has(self.tags) || has(self.name) || has(self.owner) || has(self.ssmParameter)))"
+// +kubebuilder:validation:XValidation:message="'ssmParameter' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!(has(self.ssmParameter) && (has(self.id) || has(self.alias) || has(self.tags) || has(self.name) || has(self.owner)))"
 type AMISelectorTerm struct {
 	// Alias selects an EKS-optimized AMI as "family@version": family is one
 	// of al2, al2023, bottlerocket, windows2019, windows2022, windows2025;
-	// version is "latest" or a release ("al2023@v20240807"). Windows
-	// families only support latest.
+	// version is "latest" or a release: al2023@v20240807, al2@v20240807,
+	// bottlerocket@v1.20.3. Windows families only support latest (AWS
+	// publishes only the latest Windows AMI's parameter).
 	// +kubebuilder:validation:MaxLength=30
 	// +kubebuilder:validation:XValidation:message="'alias' is improperly formatted, must match the format 'family@version'",rule="self.matches('^[a-zA-Z0-9]+@.+$')"
 	// +kubebuilder:validation:XValidation:message="family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'",rule="self.split('@')[0] in ['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025']"
@@ -184,6 +190,12 @@ type AMISelectorTerm struct {
 	// it narrows a name or tags term.
 	// +optional
 	Owner string `json:"owner,omitempty"`
+	// SSMParameter is the name (or ARN) of an SSM parameter whose value is
+	// an AMI id, e.g. the public
+	// /aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	SSMParameter string `json:"ssmParameter,omitempty"`
 }
 
 // AMI families.

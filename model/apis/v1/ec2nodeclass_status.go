@@ -68,8 +68,9 @@ type AMI struct {
 	// Name of the AMI.
 	// +optional
 	Name string `json:"name,omitempty"`
-	// Deprecated is true when AWS has deprecated the AMI; it is used only
-	// when nothing newer matches.
+	// Deprecated is true when AWS has deprecated the AMI; a deprecated AMI
+	// is chosen only when no current AMI of the same architecture (and
+	// variant) matches.
 	// +optional
 	Deprecated bool `json:"deprecated,omitempty"`
 	// Requirements an instance type must meet to boot this AMI.

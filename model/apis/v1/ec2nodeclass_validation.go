@@ -22,6 +22,7 @@ const (
 	maxTagValueLen       = 256
 	maxBlockDeviceMaps   = 50
 	maxAliasLen          = 30
+	maxSSMParameterLen   = 2048
 	minHopLimit          = 1
 	maxHopLimit          = 64
 	maxImageGCPercentage = 100
@@ -174,15 +175,21 @@ func validateAMITerms(path *field.Path, terms []AMISelectorTerm) field.ErrorList
 	}
 	for i, t := range terms {
 		p := path.Index(i)
-		hasAlias, hasTags, hasID, hasName, hasOwner := t.Alias != "", len(t.Tags) > 0, t.ID != "", t.Name != "", t.Owner != ""
-		if !hasAlias && !hasTags && !hasID && !hasName {
-			errs = append(errs, field.Required(p, "expected at least one, got none, ['tags', 'id', 'name', 'alias']"))
+		hasAlias, hasTags, hasID, hasName, hasOwner, hasSSM := t.Alias != "", len(t.Tags) > 0, t.ID != "", t.Name != "", t.Owner != "", t.SSMParameter != ""
+		if !hasAlias && !hasTags && !hasID && !hasName && !hasSSM {
+			errs = append(errs, field.Required(p, "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"))
 		}
-		if hasID && (hasAlias || hasTags || hasName || hasOwner) {
+		if hasID && (hasAlias || hasTags || hasName || hasOwner || hasSSM) {
 			errs = append(errs, field.Invalid(p, t.ID, "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"))
 		}
-		if hasAlias && (hasID || hasTags || hasName || hasOwner) {
+		if hasAlias && (hasID || hasTags || hasName || hasOwner || hasSSM) {
 			errs = append(errs, field.Invalid(p, t.Alias, "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"))
+		}
+		if hasSSM && (hasID || hasAlias || hasTags || hasName || hasOwner) {
+			errs = append(errs, field.Invalid(p, t.SSMParameter, "'ssmParameter' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"))
+		}
+		if len(t.SSMParameter) > maxSSMParameterLen {
+			errs = append(errs, field.TooLong(p.Child("ssmParameter"), t.SSMParameter, maxSSMParameterLen))
 		}
 		if hasID && !amiIDRE.MatchString(t.ID) {
 			errs = append(errs, field.Invalid(p.Child("id"), t.ID, "must look like ami-0123abcd"))

@@ -16,9 +16,6 @@ const (
 	// ConditionTypeNodeClassReady mirrors the Ready condition of the
 	// referenced EC2NodeClass.
 	ConditionTypeNodeClassReady = "NodeClassReady"
-	// ConditionTypeNodeRegistrationHealthy is False when launched nodes keep
-	// failing to register, which needs a human to look.
-	ConditionTypeNodeRegistrationHealthy = "NodeRegistrationHealthy"
 )
 
 // NodePoolStatus is what Millwright observed about a NodePool.
