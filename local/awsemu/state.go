@@ -18,8 +18,8 @@ type State struct {
 	Queues          []queues.QueueState   `json:"queues"`
 	// InstanceProfiles are the IAM instance profiles.
 	InstanceProfiles []InstanceProfileState `json:"instanceProfiles,omitempty"`
-	Faults          Faults                `json:"faults"`
-	Events          EventConfig           `json:"events"`
+	Faults           Faults                 `json:"faults"`
+	Events           EventConfig            `json:"events"`
 }
 
 // InstanceState is one instance in a dump.
