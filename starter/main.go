@@ -29,6 +29,7 @@ func newRootCommand() *cobra.Command {
 		newDrainCommand(),
 		newDisruptionCommand(),
 		newSimCommand(),
+		newMigrateCommand(),
 	)
 	return root
 }
