@@ -1,5 +1,7 @@
 // Package awsemu owns the emulated AWS account Millwright runs against on one
-// machine: EC2 over the Query protocol and SQS over the JSON protocol, served
+// machine: EC2 and IAM (instance profiles) over the Query protocol, SQS and
+// SSM (GetParameter/GetParameters of the public AMI parameters) over the
+// JSON protocol, served
 // on one HTTP server that the real aws-sdk-go-v2 clients reach through
 // endpoint configuration alone (BaseEndpoint or AWS_ENDPOINT_URL, static
 // credentials). Nothing in the product changes to use it.
@@ -8,12 +10,15 @@
 // → shutting-down → terminated, on an injected clock), launch templates,
 // instant fleets with allocation strategies, ClientToken idempotency, the
 // account's fixed world (zones, a VPC with one subnet per zone, security
-// groups, EKS AL2023 AMIs, catalog instance types, simulated spot prices), and
+// groups, the public AMIs of every family — AL2023, AL2, Bottlerocket,
+// Windows — in several releases with their SSM parameters, catalog instance
+// types, simulated spot prices, IAM roles), and
 // the SQS queues events are delivered to.
 //
 // It also plays the parts of the system around an instance: when an instance
 // runs it registers the Node its kubelet would (through a NodeRegistrar),
-// reading labels and taints from the nodeadm userData; after termination it
+// reading labels and taints from its image family's userData (nodeadm,
+// bootstrap.sh, Bottlerocket TOML, the Windows bootstrap); after termination it
 // deletes the Node as the cloud controller manager would; and it sends the
 // EventBridge events EC2 and AWS Health send (spot interruption warnings,
 // rebalance recommendations, scheduled changes, state changes).

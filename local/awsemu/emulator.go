@@ -42,7 +42,9 @@ type Options struct {
 	// KubernetesVersion names the served EKS AMIs (1.37).
 	KubernetesVersion string
 	// Roles are the IAM roles the account has (instance profiles can hold
-	// only these); default MillwrightNodeRole-<ClusterName>.
+	// only these); default MillwrightNodeRole-<ClusterName> and
+	// MillwrightNodeRole-millwright (the role deploy/examples names, which
+	// stacks with another cluster name apply too).
 	Roles []string
 
 	// BootDelay is pending → running (default 5s); the Node is registered
@@ -106,6 +108,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Roles == nil {
 		o.Roles = []string{"MillwrightNodeRole-" + o.ClusterName}
+		if o.ClusterName != "millwright" {
+			o.Roles = append(o.Roles, "MillwrightNodeRole-millwright")
+		}
 	}
 	if o.KubernetesVersion == "" {
 		o.KubernetesVersion = "1.37"
