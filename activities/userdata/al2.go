@@ -31,13 +31,7 @@ func (u AL2) Build() ([]byte, error) {
 }
 
 // BuildBase64 returns the userData as EC2 takes it.
-func (u AL2) BuildBase64() (string, error) {
-	raw, err := u.Build()
-	if err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(raw), nil
-}
+func (u AL2) BuildBase64() (string, error) { return base64Of(u.Build()) }
 
 func (u AL2) script() string {
 	var b strings.Builder

@@ -140,13 +140,7 @@ func (u Bottlerocket) kubeletSettings(k8s map[string]any) {
 }
 
 // BuildBase64 returns the userData as EC2 takes it.
-func (u Bottlerocket) BuildBase64() (string, error) {
-	raw, err := u.Build()
-	if err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(raw), nil
-}
+func (u Bottlerocket) BuildBase64() (string, error) { return base64Of(u.Build()) }
 
 // table returns parent[key] as a TOML table, creating it when missing.
 func table(parent map[string]any, key string) (map[string]any, error) {

@@ -152,8 +152,10 @@ func (u AL2023) Build() ([]byte, error) {
 }
 
 // BuildBase64 returns the userData as EC2 takes it.
-func (u AL2023) BuildBase64() (string, error) {
-	raw, err := u.Build()
+func (u AL2023) BuildBase64() (string, error) { return base64Of(u.Build()) }
+
+// base64Of encodes a built userData as EC2 takes it.
+func base64Of(raw []byte, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}

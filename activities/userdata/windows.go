@@ -45,10 +45,4 @@ func (u Windows) Build() ([]byte, error) {
 }
 
 // BuildBase64 returns the userData as EC2 takes it.
-func (u Windows) BuildBase64() (string, error) {
-	raw, err := u.Build()
-	if err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(raw), nil
-}
+func (u Windows) BuildBase64() (string, error) { return base64Of(u.Build()) }
