@@ -212,6 +212,12 @@ func poolNamed(pools []examplePool, name string) examplePool {
 // then deletes the pools and classes.
 func cleanUpExamples(t *testing.T, namespace string, pools []examplePool, classes []string) {
 	ctx := context.Background()
+	// Pods first, so no pending pod launches a node while the nodes go.
+	_ = suite.kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=karpenter-example"})
+	poll(t, time.Minute, "the example pods deleted", func(ctx context.Context) (bool, error) {
+		list, err := suite.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, err
+	})
 	_ = suite.kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
 	isExample := map[string]bool{}
 	for _, p := range pools {
