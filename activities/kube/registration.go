@@ -19,6 +19,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/scheduling"
 )
 
 // Keys this package writes on Nodes besides the contract's.
@@ -155,6 +156,11 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 		}
 		maps.Copy(node.Labels, req.Labels)
 		node.Labels[NodePoolLabel] = req.NodePool
+		// Under Karpenter's key too (karpenter.sh/nodepool): a Custom AMI's
+		// userData does not put it on the Node as Millwright's does.
+		for _, alias := range scheduling.LabelAliases(scheduling.CanonicalLabelKey(NodePoolLabel)) {
+			node.Labels[alias] = req.NodePool
+		}
 		node.Labels[activities.NodeClaimLabel] = req.NodeClaimName
 		if node.Annotations == nil {
 			node.Annotations = map[string]string{}

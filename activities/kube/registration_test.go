@@ -102,7 +102,7 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 		t.Errorf("finalizers = %v, want %s", adopted.Finalizers, activities.TerminationFinalizer)
 	}
 	for key, want := range map[string]string{
-		NodePoolLabel: "default", activities.NodeClaimLabel: "default-abcde", "team": "ml", "existing": "kept",
+		NodePoolLabel: "default", "karpenter.sh/nodepool": "default", activities.NodeClaimLabel: "default-abcde", "team": "ml", "existing": "kept",
 	} {
 		if got := adopted.Labels[key]; got != want {
 			t.Errorf("label %s = %q, want %q", key, got, want)
