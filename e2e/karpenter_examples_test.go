@@ -213,8 +213,9 @@ func poolNamed(pools []examplePool, name string) examplePool {
 func cleanUpExamples(t *testing.T, namespace string, pools []examplePool, classes []string) {
 	ctx := context.Background()
 	// Pods first, so no pending pod launches a node while the nodes go.
-	_ = suite.kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=karpenter-example"})
-	poll(t, time.Minute, "the example pods deleted", func(ctx context.Context) (bool, error) {
+	now := int64(0)
+	_ = suite.kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &now}, metav1.ListOptions{})
+	poll(t, 2*time.Minute, "the example pods deleted", func(ctx context.Context) (bool, error) {
 		list, err := suite.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0, err
 	})
@@ -233,7 +234,7 @@ func cleanUpExamples(t *testing.T, namespace string, pools []examplePool, classe
 			_ = suite.kube.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
 		}
 	}
-	poll(t, 4*time.Minute, "the example pools' instances terminated", func(context.Context) (bool, error) {
+	poll(t, 5*time.Minute, "the example pools' instances terminated", func(context.Context) (bool, error) {
 		for _, inst := range suite.stack.Emulator.State().LiveInstances() {
 			if isExample[inst.Tags[apisv1.TagNodePool]] {
 				return false, nil
