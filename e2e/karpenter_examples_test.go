@@ -245,7 +245,19 @@ func cleanUpExamples(t *testing.T, namespace string, pools []examplePool, classe
 	for _, p := range pools {
 		_, _, _ = runKubectl(nil, "delete", "nodepool", p.pool, "--wait=false")
 	}
+	isClass := map[string]bool{}
 	for _, c := range classes {
+		isClass[c] = true
 		_, _, _ = runKubectl(nil, "delete", "ec2nodeclass", c, "--wait=false")
 	}
+	// The instance profiles Millwright made for the classes' roles go with
+	// them.
+	poll(t, 2*time.Minute, "the example classes' instance profiles deleted", func(context.Context) (bool, error) {
+		for _, profile := range suite.stack.Emulator.InstanceProfiles() {
+			if isClass[profile.Tags[apisv1.TagNodeClass]] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
