@@ -69,7 +69,9 @@ func TestKarpenterExamplesRunPods(t *testing.T) {
 		}
 		pools = append(pools, filePools...)
 	}
-	t.Cleanup(func() { cleanUpExamples(t, namespace, applied, classes) })
+	// Deferred, not t.Cleanup: the polls need the test's context, which is
+	// cancelled before cleanups run.
+	defer cleanUpExamples(t, namespace, applied, classes)
 
 	created := time.Now()
 	for _, p := range pools {
