@@ -115,7 +115,7 @@ spec:
         - key: karpenter.sh/capacity-type
           operator: In
           values: ["reserved"]
-        - key: karpenter.k8s.aws/instance-ebs-bandwidth
+        - key: karpenter.k8s.aws/instance-made-up
           operator: Gt
           values: ["100"]
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
