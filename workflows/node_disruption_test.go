@@ -122,3 +122,28 @@ func TestEmptyNodeLeftToTheDisruptionWorkflowDoesNotPoll(t *testing.T) {
 		t.Errorf("missing the empty-node log line; got %q", h.rec.logLines())
 	}
 }
+
+// TestReservedEmptyNodeWaitsForItsCommand: an empty node reserved before its
+// consolidateAfter timer fires leaves the decision to the command. Before
+// change reserved-arms-no-empty-ttl the fired timer was re-armed at its past
+// deadline on every pass, so the workflow spun without yielding (the SDK's
+// deadlock detector failed every task) until the command committed.
+func TestReservedEmptyNodeWaitsForItsCommand(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	h.env.OnActivity(activities.WaitForInitializationActivity, mock.Anything, mock.Anything).
+		Return(activities.WaitForInitializationResponse{NonDaemonSetPods: 0}, nil)
+	h.at(30*time.Minute, func() {
+		h.env.UpdateWorkflow(UpdateReserve, "r", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("reservation rejected: %v", err) }, OnComplete: func(any, error) {},
+		}, ReserveRequest{CommandID: testCommandID, Reason: string(ReasonEmpty), Message: "Empty: 1 node"})
+	})
+	h.signal(3*time.Hour, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID})
+	result := h.runNode(nodeSpec(consolidateAfter(time.Hour)), nil)
+	if result.Termination.Reason != ReasonEmpty || result.Termination.Requester != testCommandID {
+		t.Fatalf("termination %+v, want Empty by the command", result.Termination)
+	}
+	if n := len(h.rec.calls(activities.AllowDisruptionActivity)); n != 0 {
+		t.Errorf("asked AllowDisruption %d time(s) while reserved, want never", n)
+	}
+}

@@ -131,6 +131,9 @@ func (w *nodeLifecycle) armEmptyTTL(deadline time.Time) {
 	if w.spec.DisruptionDecidesEmpty && changed(w.ctx, changeEmptyByDisruption) {
 		return
 	}
+	if w.state.Reservation != nil && changed(w.ctx, changeReservedArmsNoEmptyTTL) {
+		return // the command decides; a release re-arms it on the next pass
+	}
 	w.emptyTTL.start(w.ctx, deadline)
 }
 

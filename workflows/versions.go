@@ -72,6 +72,12 @@ const (
 	// never asks AllowDisruption; the disruption workflow's Empty commands
 	// take it.
 	changeEmptyByDisruption changeID = "empty-by-disruption"
+	// changeReservedArmsNoEmptyTTL (node_ready.go armEmptyTTL): a node
+	// reserved by a disruption command arms no consolidateAfter timer; the
+	// command commits or releases it. Before, a timer that fired while
+	// reserved was re-armed at its past deadline on every pass and the
+	// workflow spun without yielding.
+	changeReservedArmsNoEmptyTTL changeID = "reserved-arms-no-empty-ttl"
 	// changeNodeClaimMirror (node_claim.go): the node workflow writes its
 	// NodeClaim (UpsertNodeClaim) when it starts and at every phase it
 	// enters.
