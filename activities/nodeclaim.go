@@ -44,6 +44,9 @@ type UpsertNodeClaimRequest struct {
 	Taints        []corev1.Taint                   `json:"taints,omitempty"`
 	StartupTaints []corev1.Taint                   `json:"startupTaints,omitempty"`
 	ExpireAfter   OptionalDuration                 `json:"expireAfter"`
+	// TerminationGracePeriod bounds the drain (Never: wait for ever); it
+	// decides the termination_mode metric label.
+	TerminationGracePeriod OptionalDuration `json:"terminationGracePeriod"`
 	// PodKeys are the pods the node was launched for; entering Launching,
 	// each is told it is nominated to this node claim.
 	PodKeys []string `json:"podKeys,omitempty"`

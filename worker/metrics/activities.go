@@ -113,7 +113,7 @@ func (m *Metrics) NodeTransition(req activities.UpsertNodeClaimRequest, resp act
 		m.NodeRegistered(pool, zone)
 	case activities.NodePhaseDraining, activities.NodePhaseTerminating:
 		if !activities.NodePhaseLeaving(resp.Left) {
-			m.NodeDisrupted(pool, capacityType, reason)
+			m.NodeDisrupted(pool, capacityType, reason, TerminationMode(req.TerminationGracePeriod))
 		}
 	case activities.NodePhaseTerminated:
 		// A node that ends straight from Launching (no capacity, launch

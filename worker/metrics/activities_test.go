@@ -154,7 +154,7 @@ func TestInstrumentedUpsertNodeClaimCountsEachTransitionOnce(t *testing.T) {
 		"nodeclaims created":    testutil.ToFloat64(m.nodeClaimsCreated.WithLabelValues("provisioned", "default", "false")),
 		"nodes launched":        testutil.ToFloat64(m.nodesLaunched.WithLabelValues("default", "m5.large", "us-east-1a", "spot")),
 		"nodes created":         testutil.ToFloat64(m.nodesCreated.WithLabelValues("default", "us-east-1a")),
-		"nodeclaims disrupted":  testutil.ToFloat64(m.nodeClaimsDisrupted.WithLabelValues("expired", "default", "spot")),
+		"nodeclaims disrupted":  testutil.ToFloat64(m.nodeClaimsDisrupted.WithLabelValues("expired", "default", "spot", "", "graceful")),
 		"nodeclaims terminated": testutil.ToFloat64(m.nodeClaimsTerminated.WithLabelValues("default", "spot", "us-east-1a")),
 		"nodes terminated":      testutil.ToFloat64(m.nodesTerminated.WithLabelValues("default", "us-east-1a", "Expired")),
 	} {

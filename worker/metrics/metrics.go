@@ -3,11 +3,15 @@ package metrics
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/utils/clock"
+
+	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // Namespace prefixes every Millwright metric. Where Karpenter has the same
@@ -91,6 +95,10 @@ type Metrics struct {
 	// Visibility: running node workflows by phase.
 	nodeWorkflows    *prometheus.GaugeVec
 	garbageCollected *prometheus.CounterVec
+
+	// cluster is the view RegisterCluster was given: the disrupted
+	// counter reads the pool's consolidation policy from it.
+	cluster atomic.Pointer[ClusterView]
 }
 
 // NewRegistry is a registry with the Go runtime and process collectors, as
@@ -126,8 +134,8 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 			"Node claims whose node workflow reached Terminated, by NodePool, capacity type and zone.",
 			"nodepool", "capacity_type", "zone"),
 		nodeClaimsDisrupted: counter("nodeclaims", "disrupted_total",
-			"Node claims that started leaving, by reason (empty, expired, interrupted, drained, deleted, registration_timeout...), NodePool and capacity type.",
-			"reason", "nodepool", "capacity_type"),
+			"Node claims that started leaving, by reason (empty, expired, interrupted, drained, deleted, registration_timeout...), NodePool, capacity type, the pool's consolidation policy (consolidation reasons only) and the termination mode (graceful, eventual, forceful).",
+			"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"),
 		nodesCreated: counter("nodes", "created_total",
 			"Nodes registered and adopted by node workflows, by NodePool and zone.",
 			"nodepool", "zone"),
@@ -213,6 +221,7 @@ func (m *Metrics) RegisterCluster(view ClusterView, clk clock.PassiveClock) erro
 	if err := m.registerer.Register(NewClusterCollector(view, clk)); err != nil {
 		return fmt.Errorf("metrics: registering the cluster gauges: %w", err)
 	}
+	m.cluster.Store(&view)
 	return nil
 }
 
@@ -234,10 +243,58 @@ func (m *Metrics) NodeRegistered(nodePool, zone string) {
 	m.nodesCreated.WithLabelValues(nodePool, zone).Inc()
 }
 
+// Termination modes, Karpenter's termination_mode label: graceful without a
+// terminationGracePeriod, forceful with one of 0, eventual with a longer one.
+const (
+	TerminationModeGraceful = "graceful"
+	TerminationModeEventual = "eventual"
+	TerminationModeForceful = "forceful"
+)
+
+// TerminationMode is the termination_mode label of a node whose drain is
+// bounded by gracePeriod.
+func TerminationMode(gracePeriod activities.OptionalDuration) string {
+	d, set := gracePeriod.Get()
+	switch {
+	case !set:
+		return TerminationModeGraceful
+	case d <= 0:
+		return TerminationModeForceful
+	default:
+		return TerminationModeEventual
+	}
+}
+
 // NodeDisrupted counts a node that started leaving, for reason (a
-// workflows.TerminationReason; the label is its snake_case form).
-func (m *Metrics) NodeDisrupted(nodePool, capacityType, reason string) {
-	m.nodeClaimsDisrupted.WithLabelValues(snakeCase(reason), nodePool, capacityType).Inc()
+// workflows.TerminationReason; the label is its snake_case form). As
+// Karpenter does, consolidation reasons (Empty, Underutilized) carry the
+// pool's consolidation policy in snake_case, read from the cluster view
+// (empty without one, or for any other reason).
+func (m *Metrics) NodeDisrupted(nodePool, capacityType, reason, terminationMode string) {
+	m.nodeClaimsDisrupted.WithLabelValues(snakeCase(reason), nodePool, capacityType,
+		m.consolidationPolicy(nodePool, reason), terminationMode).Inc()
+}
+
+// consolidationPolicy is the consolidation_policy label for a node of pool
+// leaving for reason.
+func (m *Metrics) consolidationPolicy(pool, reason string) string {
+	if reason != string(apisv1.DisruptionReasonEmpty) && reason != string(apisv1.DisruptionReasonUnderutilized) {
+		return ""
+	}
+	view := m.cluster.Load()
+	if view == nil {
+		return ""
+	}
+	pools, err := (*view).NodePools()
+	if err != nil {
+		return ""
+	}
+	for _, np := range pools {
+		if np.Name == pool {
+			return snakeCase(string(np.ConsolidationPolicyOrDefault()))
+		}
+	}
+	return ""
 }
 
 // NodeTerminated counts a node workflow that reached Terminated. zone and

@@ -7,7 +7,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
+
+// poolsView is a ClusterView of NodePools only.
+type poolsView []*apisv1.NodePool
+
+func (v poolsView) NodePools() ([]*apisv1.NodePool, error) { return v, nil }
+func (poolsView) Nodes() ([]*corev1.Node, error)           { return nil, nil }
+func (poolsView) Pods() ([]*corev1.Pod, error)             { return nil, nil }
+
+// pool is a NodePool with a consolidation policy ("" for the default).
+func pool(name string, policy apisv1.ConsolidationPolicy) *apisv1.NodePool {
+	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	np.Spec.Disruption.ConsolidationPolicy = policy
+	return np
+}
 
 // newTestMetrics registers Millwright's collectors on a fresh registry.
 func newTestMetrics(t *testing.T) (*Metrics, *prometheus.Registry) {
@@ -98,13 +117,26 @@ millwright_nodeclaims_terminated_total{capacity_type="spot",nodepool="default",z
 `,
 		},
 		{
-			name:   "nodeclaims disrupted by Karpenter-style reason",
-			record: func(m *Metrics) { m.NodeDisrupted("default", "spot", "RegistrationTimeout") },
+			name: "nodeclaims disrupted with Karpenter's labels",
+			record: func(m *Metrics) {
+				if err := m.RegisterCluster(poolsView{
+					pool("default", apisv1.ConsolidationPolicyWhenEmpty), pool("batch", ""),
+				}, nil); err != nil {
+					t.Fatal(err)
+				}
+				m.NodeDisrupted("default", "spot", "RegistrationTimeout", TerminationMode(activities.Never()))
+				m.NodeDisrupted("default", "spot", "Empty", TerminationMode(activities.After(time.Hour)))
+				m.NodeDisrupted("batch", "on-demand", "Underutilized", TerminationMode(activities.After(0)))
+				m.NodeDisrupted("gone", "spot", "Empty", TerminationMode(activities.Never()))
+			},
 			metric: "millwright_nodeclaims_disrupted_total",
 			want: `
-# HELP millwright_nodeclaims_disrupted_total Node claims that started leaving, by reason (empty, expired, interrupted, drained, deleted, registration_timeout...), NodePool and capacity type.
+# HELP millwright_nodeclaims_disrupted_total Node claims that started leaving, by reason (empty, expired, interrupted, drained, deleted, registration_timeout...), NodePool, capacity type, the pool's consolidation policy (consolidation reasons only) and the termination mode (graceful, eventual, forceful).
 # TYPE millwright_nodeclaims_disrupted_total counter
-millwright_nodeclaims_disrupted_total{capacity_type="spot",nodepool="default",reason="registration_timeout"} 1
+millwright_nodeclaims_disrupted_total{capacity_type="on-demand",consolidation_policy="when_empty_or_underutilized",nodepool="batch",reason="underutilized",termination_mode="forceful"} 1
+millwright_nodeclaims_disrupted_total{capacity_type="spot",consolidation_policy="",nodepool="default",reason="registration_timeout",termination_mode="graceful"} 1
+millwright_nodeclaims_disrupted_total{capacity_type="spot",consolidation_policy="",nodepool="gone",reason="empty",termination_mode="graceful"} 1
+millwright_nodeclaims_disrupted_total{capacity_type="spot",consolidation_policy="when_empty",nodepool="default",reason="empty",termination_mode="eventual"} 1
 `,
 		},
 		{
