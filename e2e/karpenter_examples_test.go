@@ -6,11 +6,14 @@ package e2e
 // and a pod selecting each pool runs on a new node of that pool — every
 // AMI family (AL2023, AL2, Bottlerocket, Windows 2019/2022/2025, Custom),
 // custom userData, pinned aliases, minValues, TTLs, limits, large types,
-// several disks. One stack, all pools at once.
+// several disks, instance-store NVMe. Each pod's node must meet its pool's
+// requirements (Karpenter's keys read as Millwright's labels). One stack,
+// all pools at once.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os/exec"
@@ -22,22 +25,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/yaml"
 
 	"github.com/millwright/millwright/deploy/examples"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/scheduling"
 )
-
-// examplesNotYetWorking are examples that need what other issues bring,
-// with what; they are migrated and applied but get no pod.
-var examplesNotYetWorking = map[string]string{
-	"instance-store-ephemeral-storage.yaml": "a run with issue 13's instance-local-nvme labels (now on main), not yet verified here",
-}
 
 // examplePool is one migrated NodePool, renamed after its file.
 type examplePool struct {
 	file, pool, class string
 	windows           bool
+	// requirements are the pool's, under Millwright's label keys.
+	requirements []corev1.NodeSelectorRequirement
 }
 
 func TestKarpenterExamplesRunPods(t *testing.T) {
@@ -62,9 +63,8 @@ func TestKarpenterExamplesRunPods(t *testing.T) {
 		kubectlApply(t, docs)
 		classes = append(classes, fileClasses...)
 		applied = append(applied, filePools...)
-		if why := examplesNotYetWorking[name]; why != "" {
-			t.Logf("%s: applied, no pod: needs %s (starter migrate: %s)", name, why, unsupported)
-			continue
+		if unsupported != "" {
+			t.Logf("%s: starter migrate: %s", name, unsupported)
 		}
 		pools = append(pools, filePools...)
 	}
@@ -117,6 +117,10 @@ func TestKarpenterExamplesRunPods(t *testing.T) {
 				t.Errorf("pod %s runs on %s of pool %q", pod.Name, node.Name, node.Labels[apisv1.LabelNodePool])
 			}
 			wantOS := map[bool]string{true: "windows", false: "linux"}[p.windows]
+			if !nodeMeets(node, p.requirements) {
+				t.Errorf("pod %s's node %s (%s) does not meet its pool's requirements %v; labels %v",
+					pod.Name, node.Name, node.Labels[corev1.LabelInstanceTypeStable], p.requirements, node.Labels)
+			}
 			if node.Labels[corev1.LabelOSStable] != wantOS {
 				t.Errorf("pod %s's node %s has os %q, want %s", pod.Name, node.Name, node.Labels[corev1.LabelOSStable], wantOS)
 			}
@@ -183,7 +187,8 @@ func renameExample(t *testing.T, file string, migrated []byte) ([]byte, []exampl
 			ref := spec["nodeClassRef"].(map[string]any)
 			ref["name"] = exampleName(stem, ref["name"])
 			windows := strings.Contains(doc, "values: [\"windows\"]") || strings.Contains(doc, "- windows")
-			pools = append(pools, examplePool{file: file, pool: name, class: ref["name"].(string), windows: windows})
+			pools = append(pools, examplePool{file: file, pool: name, class: ref["name"].(string), windows: windows,
+				requirements: canonicalRequirements(t, spec["requirements"])})
 		case "EC2NodeClass":
 			classes = append(classes, name)
 		}
@@ -204,6 +209,32 @@ func exampleName(stem string, name any) string {
 		out = out[:63]
 	}
 	return out
+}
+
+// canonicalRequirements decodes a pool's requirements (dropping minValues)
+// with their keys as Millwright labels Nodes.
+func canonicalRequirements(t *testing.T, raw any) []corev1.NodeSelectorRequirement {
+	t.Helper()
+	encoded, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []corev1.NodeSelectorRequirement
+	if err := json.Unmarshal(encoded, &reqs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		reqs[i].Key = scheduling.CanonicalLabelKey(reqs[i].Key)
+	}
+	return reqs
+}
+
+// nodeMeets reports whether node's labels satisfy every requirement.
+func nodeMeets(node *corev1.Node, reqs []corev1.NodeSelectorRequirement) bool {
+	selector, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: reqs}},
+	})
+	return err == nil && selector.Match(node)
 }
 
 func poolNamed(pools []examplePool, name string) examplePool {
