@@ -51,6 +51,8 @@ func TestAliasResolvesEachFamily(t *testing.T) {
 		{"windows2019@latest", map[string]string{"amd64/standard": "Windows_Server-2019-English-Core-EKS_Optimized-1.37-2026.11.12"}, false},
 		{"windows2022@latest", map[string]string{"amd64/standard": "Windows_Server-2022-English-Core-EKS_Optimized-1.37-2026.11.12"}, false},
 		{"windows2025@latest", map[string]string{"amd64/standard": "Windows_Server-2025-English-Core-EKS_Optimized-1.37-2026.11.12"}, false},
+		{"windows2022@v20261014", map[string]string{"amd64/standard": "Windows_Server-2022-English-Core-EKS_Optimized-1.37-2026.10.14"}, false},
+		{"windows2019@v20240613", map[string]string{"amd64/standard": "Windows_Server-2019-English-Core-EKS_Optimized-1.37-2024.06.13"}, true},
 	}
 	f := newFixture(t, func(c *fixtureConfig) { c.options.Cluster.KubernetesVersion = "1.37" })
 	for _, tc := range cases {

@@ -504,14 +504,29 @@ var aliasQueries = map[string]aliasQuery{
 	},
 }
 
+// windowsAliasQuery finds the EKS-optimized Windows Server AMIs, named
+// Windows_Server-2022-English-Core-EKS_Optimized-1.33-2025.06.13: a pinned
+// alias (windows2022@v20250613) selects the release of that date, found by
+// name as AWS publishes an SSM parameter for the latest release only.
 func windowsAliasQuery(server string) aliasQuery {
 	return aliasQuery{
-		names: func(k8s, _ string) []string {
-			return []string{fmt.Sprintf("Windows_Server-%s-English-Core-EKS_Optimized-%s-*", server, k8s)}
+		names: func(k8s, release string) []string {
+			return []string{fmt.Sprintf("Windows_Server-%s-English-Core-EKS_Optimized-%s-%s", server, k8s, release)}
 		},
 		match:   regexp.MustCompile(`^Windows_Server-` + server + `-English-Core-EKS_Optimized-[0-9.]+-[0-9.]+$`),
 		variant: func(string) string { return variantStandard },
+		release: windowsRelease,
 	}
+}
+
+// windowsRelease turns an alias version vYYYYMMDD into the YYYY.MM.DD of
+// the Windows AMI names; anything else is kept (and matches nothing).
+func windowsRelease(version string) string {
+	v := strings.TrimPrefix(version, "v")
+	if len(v) != 8 {
+		return version
+	}
+	return v[:4] + "." + v[4:6] + "." + v[6:]
 }
 
 func init() {

@@ -165,12 +165,12 @@ type AMISelectorTerm struct {
 	// Alias selects an EKS-optimized AMI as "family@version": family is one
 	// of al2, al2023, bottlerocket, windows2019, windows2022, windows2025;
 	// version is "latest" or a release: al2023@v20240807, al2@v20240807,
-	// bottlerocket@v1.20.3. Windows families only support latest (AWS
-	// publishes only the latest Windows AMI's parameter).
+	// bottlerocket@v1.20.3, windows2022@v20250613 (the release date in the
+	// Windows AMI's name, Windows_Server-2022-English-Core-EKS_Optimized-1.33-2025.06.13).
 	// +kubebuilder:validation:MaxLength=30
 	// +kubebuilder:validation:XValidation:message="'alias' is improperly formatted, must match the format 'family@version'",rule="self.matches('^[a-zA-Z0-9]+@.+$')"
 	// +kubebuilder:validation:XValidation:message="family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'",rule="self.split('@')[0] in ['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025']"
-	// +kubebuilder:validation:XValidation:message="windows families may only specify version 'latest'",rule="self.split('@')[0] in ['windows2019', 'windows2022', 'windows2025'] ? self.split('@')[1] == 'latest' : true"
+	// +kubebuilder:validation:XValidation:message="windows versions must be 'latest' or a release date 'vYYYYMMDD'",rule="self.split('@')[0] in ['windows2019', 'windows2022', 'windows2025'] ? (self.split('@')[1] == 'latest' || self.split('@')[1].matches('^v[0-9]{8}$')) : true"
 	// +optional
 	Alias string `json:"alias,omitempty"`
 	// Tags select AMIs carrying all of them; "*" matches any value.

@@ -39,10 +39,12 @@ var (
 
 	aliasFamilies        = []string{"al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025"}
 	windowsAliasFamilies = []string{"windows2019", "windows2022", "windows2025"}
-	restrictedTagKeys    = []string{TagNodePool, TagNodeClaim, TagNodeClass, TagEKSClusterName}
-	enabledDisabled      = []string{MetadataEndpointEnabled, MetadataEndpointDisabled}
-	requiredOptional     = []string{MetadataTokensRequired, MetadataTokensOptional}
-	instanceStorePolices = []InstanceStorePolicy{InstanceStorePolicyRAID0}
+	// windowsAliasVersionRE is a pinned Windows release: its date.
+	windowsAliasVersionRE = regexp.MustCompile(`^v[0-9]{8}$`)
+	restrictedTagKeys     = []string{TagNodePool, TagNodeClaim, TagNodeClass, TagEKSClusterName}
+	enabledDisabled       = []string{MetadataEndpointEnabled, MetadataEndpointDisabled}
+	requiredOptional      = []string{MetadataTokensRequired, MetadataTokensOptional}
+	instanceStorePolices  = []InstanceStorePolicy{InstanceStorePolicyRAID0}
 )
 
 // RestrictedTagKeys are the tag keys an EC2NodeClass may not set, besides
@@ -214,8 +216,8 @@ func validateAlias(path *field.Path, alias string) field.ErrorList {
 	if !slices.Contains(aliasFamilies, family) {
 		errs = append(errs, field.NotSupported(path, family, aliasFamilies))
 	}
-	if slices.Contains(windowsAliasFamilies, family) && version != "latest" {
-		errs = append(errs, field.Invalid(path, alias, "windows families may only specify version 'latest'"))
+	if slices.Contains(windowsAliasFamilies, family) && version != "latest" && !windowsAliasVersionRE.MatchString(version) {
+		errs = append(errs, field.Invalid(path, alias, "windows versions must be 'latest' or a release date 'vYYYYMMDD'"))
 	}
 	return errs
 }

@@ -57,8 +57,8 @@ func malformedEC2NodeClasses() []malformedEC2NodeClass {
 			field: amis + "[0].alias", detail: "must match the format 'family@version'"},
 		{name: "alias of an unknown family", class: anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "ubuntu@latest"}).build(),
 			field: amis + "[0].alias", detail: `Unsupported value: "ubuntu"`},
-		{name: "windows alias pinned", class: anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "windows2022@v20240101"}).build(),
-			field: amis + "[0].alias", detail: "windows families may only specify version 'latest'"},
+		{name: "windows alias pinned to a version that is no date", class: anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "windows2022@v1.2.3"}).build(),
+			field: amis + "[0].alias", detail: "windows versions must be 'latest' or a release date 'vYYYYMMDD'"},
 		{name: "owner alone", class: anEC2NodeClass().withAMIFamily(AMIFamilyAL2023).withAMITerms(AMISelectorTerm{Owner: "amazon"}).build(),
 			field: amis + "[0]", detail: "expected at least one, got none"},
 		{name: "no alias and no amiFamily", class: anEC2NodeClass().withAMITerms(AMISelectorTerm{Name: "my-ami-*", Owner: "self"}).build(),
@@ -155,6 +155,7 @@ func validEC2NodeClasses() map[string]*EC2NodeClass {
 		"AMIs by name and owner":      anEC2NodeClass().withAMIFamily(AMIFamilyAL2).withAMITerms(AMISelectorTerm{Name: "amazon-eks-node-*", Owner: "amazon"}, AMISelectorTerm{ID: "ami-0123"}).build(),
 		"bottlerocket alias":          anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "bottlerocket@v1.20.0"}).withAMIFamily(AMIFamilyBottlerocket).build(),
 		"64Ti volume":                 anEC2NodeClass().withBlockDevice(rootVolume("64Ti")).build(),
+		"windows alias pinned":        anEC2NodeClass().withAMITerms(AMISelectorTerm{Alias: "windows2022@v20250613"}).build(),
 	}
 }
 
