@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/activities"
@@ -21,14 +22,8 @@ import (
 func TestKubectlDeleteNode(t *testing.T) {
 	s := newScenario(t, "delete-node")
 	const replicas = 2
-	s.createDeployment(t, "app", replicas, "500m")
-	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := onOneNode(t, before)
-	wf, state := s.readyWorkflowOf(t, nodeName)
-	node, err := suite.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	before, node, wf, state := s.readyNodeWithPods(t, replicas)
+	nodeName := node.Name
 	if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
 		t.Fatalf("Node %s lacks the %s finalizer (finalizers %v)", nodeName, activities.TerminationFinalizer, node.Finalizers)
 	}
@@ -59,4 +54,19 @@ func TestKubectlDeleteNode(t *testing.T) {
 	after := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
 	t.Logf("kubectl delete node → pods Running again: %s", time.Since(deleted).Round(time.Millisecond))
 	s.assertReplaced(t, before, after, wf)
+}
+
+// readyNodeWithPods runs a deployment "app" of replicas pods on one new
+// node and returns the pods, the Node and its Ready node workflow.
+func (s *scenario) readyNodeWithPods(t *testing.T, replicas int32) ([]corev1.Pod, *corev1.Node, nodeWorkflow, workflows.NodeStateView) {
+	t.Helper()
+	s.createDeployment(t, "app", replicas, "500m")
+	pods := s.waitPodsRunning(t, "app=app", int(replicas), launchTimeout)
+	nodeName := onOneNode(t, pods)
+	wf, state := s.readyWorkflowOf(t, nodeName)
+	node, err := suite.kube.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods, node, wf, state
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/stack/stacktest"
 	"github.com/millwright/millwright/workflows"
@@ -22,15 +20,8 @@ import (
 func TestKubectlDeleteNodeClaim(t *testing.T) {
 	s := newScenario(t, "delete-nodeclaim")
 	const replicas = 2
-	s.createDeployment(t, "app", replicas, "500m")
-	before := s.waitPodsRunning(t, "app=app", replicas, launchTimeout)
-	nodeName := onOneNode(t, before)
-	wf, state := s.readyWorkflowOf(t, nodeName)
-	ctx := context.Background()
-	node, err := suite.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	before, node, wf, state := s.readyNodeWithPods(t, replicas)
+	nodeName := node.Name
 	claim := node.Labels[activities.NodeClaimLabel]
 	if claim == "" {
 		t.Fatalf("Node %s has no %s label", nodeName, activities.NodeClaimLabel)
