@@ -34,6 +34,10 @@ const (
 	// retryable as is: the error's details name the rejected offerings and
 	// until when each is backed off.
 	LaunchFailedErrorType = "LaunchFailed"
+	// NodeGoneErrorType: the Node an activity was asked to adopt was
+	// deleted (before it registered, or while it did). Not retryable: a
+	// deleted Node does not come back; the workflow terminates its instance.
+	NodeGoneErrorType = "NodeGone"
 )
 
 // NonRetryableErrorTypes lists the error types no retry policy should retry;
@@ -44,6 +48,7 @@ var NonRetryableErrorTypes = []string{
 	InvalidNodeClassErrorType,
 	RegistrationTimeoutErrorType,
 	InitializationTimeoutErrorType,
+	NodeGoneErrorType,
 }
 
 // NewInsufficientCapacityError reports the offerings that had no capacity.
@@ -179,6 +184,17 @@ func LaunchRejectedOfferings(err error) ([]UnavailableOffering, bool) {
 // IsLaunchFailed reports whether err is a LaunchFailed error.
 func IsLaunchFailed(err error) bool {
 	_, ok := applicationError(err, LaunchFailedErrorType)
+	return ok
+}
+
+// NewNodeGoneError reports that the Node nodeName no longer exists.
+func NewNodeGoneError(nodeName string, cause error) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the Node %s is gone", nodeName), NodeGoneErrorType, cause)
+}
+
+// IsNodeGone reports whether err is a NodeGone error.
+func IsNodeGone(err error) bool {
+	_, ok := applicationError(err, NodeGoneErrorType)
 	return ok
 }
 

@@ -46,6 +46,10 @@ func (w *nodeLifecycle) register() Phase {
 		Taints:        w.spec.Taints,
 		StartupTaints: w.spec.StartupTaints,
 	}, nil)
+	if activities.IsNodeGone(err) && changed(w.ctx, changeNodeGoneLeaves) {
+		w.leaveForGoneNode(registered.NodeName)
+		return PhaseTerminating
+	}
 	if err != nil {
 		w.requestTermination(Termination{Reason: ReasonFailed, Detail: "registering node " + registered.NodeName + ": " + err.Error()})
 		return PhaseDraining
@@ -57,4 +61,18 @@ func (w *nodeLifecycle) register() Phase {
 		return PhaseDraining
 	}
 	return PhaseInitializing
+}
+
+// leaveForGoneNode ends a node whose Node was deleted before it could be
+// adopted: a kubelet does not register its Node again, so the instance is
+// useless. Its pods are re-planned now rather than when the in-flight
+// capacity it stood for expires.
+func (w *nodeLifecycle) leaveForGoneNode(nodeName string) {
+	w.requestTermination(Termination{
+		Reason:    ReasonDeleted,
+		Detail:    fmt.Sprintf("the Node %s was deleted before it registered", nodeName),
+		Requester: "kubernetes",
+		Voluntary: true,
+	})
+	w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "node deleted before it registered"})
 }

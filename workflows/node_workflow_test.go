@@ -786,3 +786,31 @@ func TestInvalidSpecFailsTheWorkflow(t *testing.T) {
 		t.Fatalf("workflow error = %v, want InvalidNodeLaunchSpec naming the field", err)
 	}
 }
+
+func TestNodeDeletedBeforeItRegistersTerminatesTheInstance(t *testing.T) {
+	h := newNodeHarness(t)
+	h.env.OnActivity(activities.RegisterNodeActivity, mock.Anything, mock.Anything).
+		Return(activities.RegisterNodeResponse{}, activities.NewNodeGoneError(testNodeName, nil))
+
+	result := h.runNode(nodeSpec(), nil)
+
+	if result.Termination.Reason != ReasonDeleted {
+		t.Fatalf("terminated for %s (%s), want Deleted", result.Termination.Reason, result.Termination.Detail)
+	}
+	if n := len(h.rec.calls(activities.RegisterNodeActivity)); n != 1 {
+		t.Errorf("RegisterNode ran %d time(s), want once: a gone Node does not come back", n)
+	}
+	if n := len(h.rec.calls(activities.DrainActivity)); n != 0 {
+		t.Errorf("drained %d time(s) a Node that is gone", n)
+	}
+	if n := len(h.rec.calls(activities.TerminateInstanceActivity)); n != 1 {
+		t.Errorf("terminated the instance %d time(s), want once", n)
+	}
+	if got := phasesOf(h.history()); !slices.Equal(got, []Phase{PhaseRegistering, PhaseTerminating, PhaseTerminated}) {
+		t.Errorf("phases = %v", got)
+	}
+	replans := h.rec.replanRequests()
+	if len(replans) == 0 || !slices.Equal(replans[0].PodKeys, []string{"default/web-1", "default/web-2"}) {
+		t.Errorf("provisioner signals = %+v, want the node's pods re-planned at once", replans)
+	}
+}

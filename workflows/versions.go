@@ -94,6 +94,14 @@ const (
 	// plan, and plans every pending pod when the planner deferred more than
 	// it listed.
 	changeBoundedPayloads changeID = "provisioner-bounded-payloads"
+	// changeNodeGoneLeaves (node_register.go): a Node deleted before or
+	// while it registered (RegisterNode's NodeGone) ends the node: its
+	// pods are re-planned at once and the instance is terminated
+	// (Terminating, reason Deleted, no drain). Before, RegisterNode
+	// retried the gone Node for up to 10 minutes while its instance counted
+	// as in-flight capacity, then the node drained a Node that did not
+	// exist.
+	changeNodeGoneLeaves changeID = "node-gone-before-registration-leaves"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -136,7 +136,9 @@ func (a *Activities) nodeByProviderID(ctx context.Context, providerID string) (*
 // unregistered taint. req.Taints and req.StartupTaints are added (when
 // missing by key and effect) only the first time, which RegisteredAnnotation
 // records; a re-run after other systems removed a startup taint leaves it
-// removed. Every write is a patch guarded by the Node's resourceVersion.
+// removed. Every write is a patch guarded by the Node's resourceVersion. A
+// Node deleted before it could be adopted is a NodeGone error (not
+// retryable: a kubelet does not register its Node again).
 func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNodeRequest) (activities.RegisterNodeResponse, error) {
 	switch {
 	case req.NodeName == "":
@@ -175,7 +177,7 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 	})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return activities.RegisterNodeResponse{}, fmt.Errorf("register node %s: the Node is gone: %w", req.NodeName, err)
+			return activities.RegisterNodeResponse{}, activities.NewNodeGoneError(req.NodeName, err)
 		}
 		return activities.RegisterNodeResponse{}, fmt.Errorf("register node %s: %w", req.NodeName, err)
 	}

@@ -157,12 +157,12 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestRegisterNodeOfAMissingNodeFails(t *testing.T) {
+func TestRegisterNodeOfAMissingNodeIsNodeGone(t *testing.T) {
 	h := newHarness(t)
 	_, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode,
 		activities.RegisterNodeRequest{NodeName: clustertesting.UniqueName("missing"), NodeClaimName: "c", NodePool: "p"})
-	if err == nil {
-		t.Fatal("RegisterNode of a missing Node succeeded")
+	if !activities.IsNodeGone(err) {
+		t.Fatalf("RegisterNode of a missing Node = %v, want a NodeGone error (not retried)", err)
 	}
 }
 
