@@ -317,13 +317,15 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
+// freePort is a free port below the ephemeral range: the Temporal server
+// is restarted on the same address, which must not be taken meanwhile by a
+// client's source port (cluster.FreeLocalPorts says how).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := cluster.FreeLocalPorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // quietSDKLogger drops the harness client's SDK logs (reconnects while the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -190,7 +191,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	ports, err := freeLocalPorts(6)
+	ports, err := FreeLocalPorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -490,10 +491,17 @@ func singleInstanceArgs(qps, burst int) []extraArg {
 	}
 }
 
-// freeLocalPorts asks the kernel for n distinct free ports on 127.0.0.1. All
-// listeners are held until every port is chosen so the kernel cannot hand out
-// the same port twice.
-func freeLocalPorts(n int) ([]int, error) {
+// FreeLocalPorts picks n distinct free ports on 127.0.0.1 below the
+// kernel's ephemeral range, so no outgoing connection can hold one of them
+// as its source port. That matters for a component RestartComponent
+// restarts: while the apiserver is down, its clients keep dialing its port,
+// and a dial to a port of the ephemeral range with nothing listening can be
+// given that same port as its source and connect to itself (TCP
+// simultaneous open); the restarted apiserver then fails to bind ("address
+// already in use") and never comes back. All listeners are held until
+// every port is chosen so none is handed out twice. Without room below the
+// ephemeral range it falls back to ports the kernel picks.
+func FreeLocalPorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
 		for _, l := range listeners {
@@ -501,7 +509,20 @@ func freeLocalPorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
+	lowest, below := lowestStablePort, ephemeralPortsStart()
+	if below-lowest >= 100*n {
+		start := lowest + rand.IntN(below-lowest)
+		for i := 0; i < below-lowest && len(ports) < n; i++ {
+			port := lowest + (start-lowest+i)%(below-lowest)
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue // in use
+			}
+			listeners = append(listeners, l)
+			ports = append(ports, port)
+		}
+	}
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
@@ -510,6 +531,29 @@ func freeLocalPorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// lowestStablePort is the lowest port FreeLocalPorts picks (below: the
+// well-known and many registered services).
+const lowestStablePort = 10000
+
+// ephemeralPortsStart is the first port of the kernel's ephemeral range
+// (Linux's /proc/sys/net/ipv4/ip_local_port_range; 32768, its default,
+// elsewhere).
+func ephemeralPortsStart() int {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		return 32768
+	}
+	start, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return start
 }
 
 func portListening(port int) bool {
