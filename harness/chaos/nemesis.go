@@ -21,8 +21,11 @@ import (
 
 // Fault kinds, as the history and the report name them.
 const (
-	FaultKillBefore       = "kill-worker-before-side-effect"
-	FaultKillAfter        = "kill-worker-after-side-effect"
+	FaultKillBefore = "kill-worker-before-side-effect"
+	FaultKillAfter  = "kill-worker-after-side-effect"
+	// FaultKillAfterMissed: a kill triggered by a side effect seen after
+	// the activity had already completed (still a worker kill).
+	FaultKillAfterMissed  = "kill-worker-after-side-effect-too-late"
 	FaultKillRandom       = "kill-worker-random"
 	FaultTemporalRestart  = "temporal-restart"
 	FaultAPIServerRestart = "kube-apiserver-restart"
@@ -58,10 +61,11 @@ var ec2SideEffects = map[string]string{
 	activities.TerminateInstanceActivity: "TerminateInstances",
 }
 
-// lateAfter is how long an activity without an EC2 side effect must have
-// been running before the "after" kill: by then it has done its first
-// side effect (a patch, an eviction, a heartbeat), or it completed and the
-// next one is taken.
+// lateAfter is how long Plan (which only reads: it has no side effect)
+// must have been running before its "after" kill. Every other activity's
+// "after" kill is triggered by its side effect: EC2 calls are held by the
+// emulator, Node changes are watched (nodeEffects), the rest are probed
+// (laterEffects).
 const lateAfter = 1500 * time.Millisecond
 
 // nemesis injects faults from a seeded generator and records each one.
@@ -70,6 +74,8 @@ type nemesis struct {
 	rng     *rand.Rand
 	seed    int64
 	history *History
+	// sweepTimeout bounds the sweep's look for each activity's kill.
+	sweepTimeout time.Duration
 	// restarts are the pending worker restarts (kills are followed by one).
 	restarts sync.WaitGroup
 	// stormUntil: the PDB checker does not blame Millwright for pods a spot
@@ -94,8 +100,9 @@ func (n *nemesis) everyKindInjected() bool {
 	return n.sweepDone && n.order != nil && n.next >= len(n.order)
 }
 
-func newNemesis(s *driver.Stack, seed int64, history *History) *nemesis {
-	return &nemesis{s: s, rng: rand.New(rand.NewSource(seed)), seed: seed, history: history, faults: map[string]int{}, restarting: map[int]bool{}}
+func newNemesis(s *driver.Stack, seed int64, history *History, sweepTimeout time.Duration) *nemesis {
+	return &nemesis{s: s, rng: rand.New(rand.NewSource(seed)), seed: seed, history: history, sweepTimeout: sweepTimeout,
+		faults: map[string]int{}, restarting: map[int]bool{}}
 }
 
 func (n *nemesis) record(kind string, fields ...any) {
@@ -123,9 +130,6 @@ func (n *nemesis) involuntaryUntil() time.Time {
 	return n.stormUntil
 }
 
-// sweepTimeout bounds the wait for an activity to be seen running.
-const sweepTimeout = 40 * time.Second
-
 // sweep kills a worker before and after the side effect of every
 // activity, one at a time, while the churn makes lifecycles.
 func (n *nemesis) sweep(ctx context.Context) {
@@ -147,6 +151,12 @@ func (n *nemesis) sweepOne(ctx context.Context, activity string, after bool) {
 	if after {
 		kind = FaultKillAfter
 	}
+	if effect, ok := nodeEffects[activity]; ok && after {
+		if !n.killAfterNodeEffect(ctx, activity, effect, time.Now().Add(n.sweepTimeout)) {
+			n.history.Record(KindObservation, "sweep-missed", "activity", activity, "after", after)
+		}
+		return
+	}
 	call, ec2 := ec2SideEffects[activity]
 	if ec2 {
 		fault := awsemu.CallFault{Kind: awsemu.CallFaultLatency, Actions: []string{call}, Rate: 1, Latency: awsemu.Duration(6 * time.Second)}
@@ -159,9 +169,13 @@ func (n *nemesis) sweepOne(ctx context.Context, activity string, after bool) {
 		}
 		defer n.s.Emulator().ClearCallFaults()
 	}
-	deadline := time.Now().Add(sweepTimeout)
+	deadline := time.Now().Add(n.sweepTimeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		target, ok := n.findRunning(ctx, activity, after && !ec2)
+		probe, probed := laterEffects[activity]
+		target, ok := n.findRunning(ctx, activity, after && !ec2 && !probed)
+		if ok && after && probed {
+			ok = n.awaitEffect(ctx, probe, target)
+		}
 		if ok && ec2 {
 			held := awsemu.HeldBefore + call
 			if after {
@@ -188,6 +202,7 @@ type runningActivity struct {
 	workflowID string
 	identity   string
 	attempt    int32
+	startedAt  time.Time
 }
 
 // findRunning looks for a started attempt of activity in the node
@@ -218,7 +233,7 @@ func (n *nemesis) findRunning(ctx context.Context, activity string, late bool) (
 			if late && time.Since(p.GetLastStartedTime().AsTime()) < lateAfter {
 				continue
 			}
-			return runningActivity{workflowID: id, identity: p.GetLastWorkerIdentity(), attempt: p.GetAttempt()}, true
+			return runningActivity{workflowID: id, identity: p.GetLastWorkerIdentity(), attempt: p.GetAttempt(), startedAt: p.GetLastStartedTime().AsTime()}, true
 		}
 	}
 	return runningActivity{}, false
@@ -227,23 +242,40 @@ func (n *nemesis) findRunning(ctx context.Context, activity string, late bool) (
 // kill SIGKILLs worker i and starts it again after a random pause.
 func (n *nemesis) kill(i int, kind string, fields ...any) {
 	w := n.s.Workers[i]
+	pid := w.PID()
+	if !n.killNow(i) {
+		return
+	}
+	n.record(kind, append(fields, "worker", w.Name, "pid", pid)...)
+	n.restartLater(i)
+}
+
+// killNow SIGKILLs worker i unless it is down already, and reports
+// whether it did; restartLater must follow.
+func (n *nemesis) killNow(i int) bool {
 	n.mu.Lock()
 	if n.restarting[i] {
 		n.mu.Unlock()
-		return
+		return false
 	}
 	n.restarting[i] = true
 	n.mu.Unlock()
-	pid := w.PID()
-	err := w.Kill()
+	if err := n.s.Workers[i].Kill(); err != nil {
+		n.history.Record(KindObservation, "kill-error", "worker", n.s.Workers[i].Name, "error", err)
+	}
+	return true
+}
+
+// restartLater starts worker i again after a random pause of 1–5 s.
+func (n *nemesis) restartLater(i int) {
+	w := n.s.Workers[i]
 	pause := time.Duration(1+n.rng.Intn(5)) * time.Second
-	n.record(kind, append(fields, "worker", w.Name, "pid", pid, "restartAfter", pause.String(), "error", err)...)
 	n.restarts.Add(1)
 	go func() {
 		defer n.restarts.Done()
 		time.Sleep(pause)
 		err := w.Start(context.Background())
-		n.history.Record(KindHeal, "worker-started", "worker", w.Name, "pid", w.PID(), "error", err)
+		n.history.Record(KindHeal, "worker-started", "worker", w.Name, "pid", w.PID(), "after", pause.String(), "error", err)
 		n.mu.Lock()
 		delete(n.restarting, i)
 		n.mu.Unlock()

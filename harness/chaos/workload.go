@@ -177,9 +177,7 @@ func (c *churner) step(ctx context.Context) {
 
 // churnNode picks a registered node of the pool (Millwright's finalizer on
 // it, the unregistered taint gone) that runs no maxUnavailable-0 or
-// do-not-disrupt pod (its drain would wait forever, as it should). A Node
-// deleted before it registered makes RegisterNode retry a gone Node for
-// minutes (reported, not what the churn measures).
+// do-not-disrupt pod (its drain would wait forever, as it should).
 func (c *churner) churnNode(ctx context.Context) (string, bool) {
 	nodes, err := c.s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 	if err != nil {
