@@ -132,13 +132,11 @@ type DisruptionActivities interface {
 type Activities interface {
 	NodeActivities
 	ProvisionerActivities
+	DisruptionActivities
 }
 
 // Register registers every activity of impl under its contract name, so the
 // names the workflows call and the names the worker serves cannot drift.
-// The disruption activities are registered when impl implements them
-// (every worker's does; test doubles of the node and provisioning
-// workflows need not).
 func Register(registry worker.ActivityRegistry, impl Activities) {
 	register := func(fn any, name string) {
 		registry.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
@@ -155,7 +153,5 @@ func Register(registry worker.ActivityRegistry, impl Activities) {
 	register(impl.UpsertNodeClaim, UpsertNodeClaimActivity)
 	register(impl.Plan, PlanActivity)
 	register(impl.StartNodeWorkflows, StartNodeWorkflowsActivity)
-	if d, ok := impl.(DisruptionActivities); ok {
-		register(d.ComputeCommands, ComputeCommandsActivity)
-	}
+	register(impl.ComputeCommands, ComputeCommandsActivity)
 }

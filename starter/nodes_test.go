@@ -121,6 +121,10 @@ func (a *cannedActivities) UpsertNodeClaim(_ context.Context, req activities.Ups
 	return activities.UpsertNodeClaimResponse{Entered: req.Phase}, nil
 }
 
+func (a *cannedActivities) ComputeCommands(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	return activities.ComputeCommandsResponse{}, nil
+}
+
 func (a *cannedActivities) Plan(context.Context, activities.PlanRequest) (activities.PlanResponse, error) {
 	return activities.PlanResponse{}, nil
 }

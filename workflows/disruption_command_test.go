@@ -64,7 +64,7 @@ func (w commandWorld) register(h *harness) {
 	}, activity.RegisterOptions{Name: activities.MarkDisruptionActivity})
 	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
 		return activities.ComputeCommandsResponse{Commands: w.decision}, nil
-	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity})
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
 }
 
 // captureSignals records every signal sent to another workflow.

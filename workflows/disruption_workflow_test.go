@@ -27,7 +27,7 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 		defer mu.Unlock()
 		requests = append(requests, req)
 		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}, NodesConsidered: 3}, nil
-	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity})
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
 	var started []CommandInput
 	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(_ workflow.Context, input CommandInput) (CommandOutcome, error) {
 		mu.Lock()

@@ -151,6 +151,12 @@ func (fakeWorld) StartNodeWorkflows(_ context.Context, req activities.StartNodeW
 	return response, nil
 }
 
+// ComputeCommands decides nothing; disruption tests register their own
+// answer over it.
+func (fakeWorld) ComputeCommands(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	return activities.ComputeCommandsResponse{}, nil
+}
+
 // --- recording ---------------------------------------------------------------
 
 // recorder keeps what the workflow did that tests assert on: log lines,

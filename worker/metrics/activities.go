@@ -2,9 +2,7 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 
-	"go.temporal.io/sdk/temporal"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
@@ -120,16 +118,6 @@ func (m *Metrics) NodeTransition(req activities.UpsertNodeClaimRequest, resp act
 		// failed) was never disrupted, but it is terminated.
 		m.NodeTerminated(pool, zone, capacityType, reason)
 	}
-}
-
-// ComputeCommands is the inner activity's (the worker's implements it).
-func (a *InstrumentedActivities) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
-	d, ok := a.Activities.(activities.DisruptionActivities)
-	if !ok {
-		return activities.ComputeCommandsResponse{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%T does not implement %s", a.Activities, activities.ComputeCommandsActivity), "NotImplemented", nil)
-	}
-	return d.ComputeCommands(ctx, req)
 }
 
 // Plan records the batch's pending pods, the pass's duration and the node
