@@ -174,8 +174,13 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	window := activities.NominationWindowFor(in.Options.BatchMaxDuration)
 	sorted := slices.Clone(nodes)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	events, _ := p.state.(PodEventSource)
 	for _, node := range sorted {
-		in.Nodes = append(in.Nodes, w.disruptionNode(node, bound[node.Name], states, blocking, window))
+		n := w.disruptionNode(node, bound[node.Name], states, blocking, window)
+		if events != nil {
+			n.LastPodEventAt = later(n.LastPodEventAt, events.LastPodEvent(node.Name))
+		}
+		in.Nodes = append(in.Nodes, n)
 	}
 	return w, in, nil
 }

@@ -23,6 +23,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/clock"
 
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
@@ -167,6 +168,7 @@ type informerState struct {
 	nodePools   cache.GenericLister
 	nodeClasses cache.GenericLister
 	synced      []cache.InformerSynced
+	*podEvents
 }
 
 // NewInformerState reads from the informers of factory (Pods, Nodes,
@@ -174,7 +176,7 @@ type informerState struct {
 // PersistentVolumes, StorageClasses) and dynamicFactory (NodePools,
 // EC2NodeClasses). It registers those informers, so call it before the
 // factories' Start; each read waits until the caches have synced (or ctx
-// ends).
+// ends). It is a PodEventSource: it records pod events from then on.
 func NewInformerState(factory informers.SharedInformerFactory, dynamicFactory dynamicinformer.DynamicSharedInformerFactory) ClusterState {
 	pods := factory.Core().V1().Pods()
 	nodes := factory.Core().V1().Nodes()
@@ -186,7 +188,13 @@ func NewInformerState(factory informers.SharedInformerFactory, dynamicFactory dy
 	classes := factory.Storage().V1().StorageClasses()
 	nodePools := dynamicFactory.ForResource(NodePoolResource)
 	nodeClasses := dynamicFactory.ForResource(EC2NodeClassResource)
+	events := newPodEvents(clock.RealClock{})
+	// Registering a handler fails only on a stopped informer; the factory
+	// has not started yet.
+	_, _ = pods.Informer().AddEventHandler(events.podHandler())
+	_, _ = nodes.Informer().AddEventHandler(events.nodeHandler())
 	return &informerState{
+		podEvents:   events,
 		pods:        pods.Lister(),
 		nodes:       nodes.Lister(),
 		daemonSets:  daemonSets.Lister(),
