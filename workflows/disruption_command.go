@@ -172,8 +172,11 @@ func (c *command) reserve() (reserved []string, refused []activities.NodeRefusal
 	return reserved, answer.Refused
 }
 
-// sleep waits d while recording node events.
+// sleep waits d while recording node events; no wait at all for 0.
 func (c *command) sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	timer := workflow.NewTimerWithOptions(c.ctx, d, workflow.TimerOptions{Summary: "validation delay"})
 	c.awaitEvents(func() bool { return timer.IsReady() }, timer)
 }

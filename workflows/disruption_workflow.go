@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
+	modeldisruption "github.com/millwright/millwright/model/disruption"
 )
 
 // Disruption workflow defaults; DisruptionInput overrides each.
@@ -45,13 +46,16 @@ const InvalidDisruptionInputErrorType = "InvalidDisruptionInput"
 // DisruptionInput configures the disruption workflow of one cluster; the
 // worker starts it with SignalWithStart. Zero values take the defaults.
 type DisruptionInput struct {
-	Cluster            string                       `json:"cluster"`
-	PollInterval       time.Duration                `json:"pollInterval,omitempty"`
-	ValidationDelay    time.Duration                `json:"validationDelay,omitempty"`
-	ReplacementTimeout time.Duration                `json:"replacementTimeout,omitempty"`
-	MaxCommandsPerPass int                          `json:"maxCommandsPerPass,omitempty"`
-	PassesPerRun       int                          `json:"passesPerRun,omitempty"`
-	Options            activities.DisruptionOptions `json:"options"`
+	Cluster         string        `json:"cluster"`
+	PollInterval    time.Duration `json:"pollInterval,omitempty"`
+	ValidationDelay time.Duration `json:"validationDelay,omitempty"`
+	// EmptyValidationDelay is an Empty command's wait before it validates
+	// (default 0: at once; see changeEmptyValidatesAtOnce).
+	EmptyValidationDelay time.Duration                `json:"emptyValidationDelay,omitempty"`
+	ReplacementTimeout   time.Duration                `json:"replacementTimeout,omitempty"`
+	MaxCommandsPerPass   int                          `json:"maxCommandsPerPass,omitempty"`
+	PassesPerRun         int                          `json:"passesPerRun,omitempty"`
+	Options              activities.DisruptionOptions `json:"options"`
 	// NodeTaskQueue runs node and command workflows; empty means this
 	// workflow's own.
 	NodeTaskQueue string `json:"nodeTaskQueue,omitempty"`
@@ -178,8 +182,9 @@ type disruption struct {
 	triggers workflow.ReceiveChannel
 	done     workflow.ReceiveChannel
 	wake     workflow.Channel
-	// triggered: a trigger arrived since the last pass.
-	triggered bool
+	// triggered: a trigger arrived since the last pass; passNow: a
+	// command ended, so the next pass is due at once.
+	triggered, passNow bool
 	// lastAnswer is the last pass's answer, for the state query only.
 	lastAnswer activities.ComputeCommandsResponse
 }
@@ -206,6 +211,9 @@ func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
 func (d *disruption) run() error {
 	for passes := 1; ; passes++ {
 		d.waitForPass()
+		if err := d.ctx.Err(); err != nil && changed(d.ctx, changeDisruptionEndsWhenCancelled) {
+			return temporal.NewCanceledError("disruption workflow cancelled")
+		}
 		d.pass()
 		if d.shouldContinueAsNew(passes) {
 			return d.continueAsNew()
@@ -216,7 +224,7 @@ func (d *disruption) run() error {
 // waitForPass blocks until the next pass is due and disruption is not
 // paused. A trigger brings a far pass forward to triggerDebounce from now.
 func (d *disruption) waitForPass() {
-	for {
+	for d.ctx.Err() == nil || !changed(d.ctx, changeDisruptionEndsWhenCancelled) {
 		now := workflow.Now(d.ctx)
 		if d.state.NextPassAt.IsZero() {
 			d.state.NextPassAt = now.Add(d.input.PollInterval)
@@ -224,8 +232,11 @@ func (d *disruption) waitForPass() {
 		if d.triggered && d.state.NextPassAt.After(now.Add(triggerDebounce)) {
 			d.state.NextPassAt = now.Add(triggerDebounce)
 		}
+		if d.passNow {
+			d.state.NextPassAt = now
+		}
 		if !d.state.Paused && !d.state.NextPassAt.After(now) {
-			d.triggered = false
+			d.triggered, d.passNow = false, false
 			d.state.NextPassAt = time.Time{}
 			return
 		}
@@ -289,6 +300,9 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 	}
 	// Its end changes what is disruptable (budget freed, nodes gone).
 	d.triggered = true
+	if changed(d.ctx, changeCommandEndPassesAtOnce) {
+		d.passNow = true
+	}
 }
 
 // pass asks what to do now and starts a command per decision whose
@@ -363,7 +377,7 @@ func (d *disruption) startCommand(command activities.DisruptionCommand) (string,
 		Cluster:              d.input.Cluster,
 		DisruptionWorkflowID: workflow.GetInfo(d.ctx).WorkflowExecution.ID,
 		Command:              command,
-		ValidationDelay:      d.input.ValidationDelay,
+		ValidationDelay:      d.validationDelay(command),
 		ReplacementTimeout:   d.input.ReplacementTimeout,
 		NodeTaskQueue:        d.taskQueue(),
 		Options:              d.input.Options,
@@ -380,6 +394,15 @@ func (d *disruption) startCommand(command activities.DisruptionCommand) (string,
 	d.state.Running = append(d.state.Running, running)
 	d.logger.Info("Disruption command started", "command", id, "reason", string(command.Reason), "kind", string(command.Kind), "message", command.Message)
 	return id, true
+}
+
+// validationDelay is how long command waits before it validates: an Empty
+// command at once (EmptyValidationDelay), any other ValidationDelay.
+func (d *disruption) validationDelay(command activities.DisruptionCommand) time.Duration {
+	if command.Reason == modeldisruption.ReasonEmpty && changed(d.ctx, changeEmptyValidatesAtOnce) {
+		return max(d.input.EmptyValidationDelay, 0)
+	}
+	return d.input.ValidationDelay
 }
 
 func (d *disruption) forgetStaleCommands(now time.Time) {

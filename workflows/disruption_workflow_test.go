@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
+	modeldisruption "github.com/millwright/millwright/model/disruption"
 )
 
 // TestDisruptionWorkflowStartsCommandsWithinItsLedger: each pass asks
@@ -73,5 +74,77 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 	}
 	if started[0].DisruptionWorkflowID != DisruptionWorkflowID(testCluster) || len(started[0].Command.Candidates) != 2 {
 		t.Errorf("command input %+v", started[0])
+	}
+}
+
+// TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce: an Empty command
+// gets no validation delay (its nodes were empty for consolidateAfter), a
+// consolidation the 15 s one; a command's end brings the next pass at once
+// (no debounce), so a scale-down's waves follow each other as fast as nodes
+// go.
+func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	passes := 0
+	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes++
+		empty := consolidation()
+		empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
+		empty.Candidates = []activities.DisruptionCandidate{{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"}}
+		if passes == 1 {
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{empty, consolidation()}}, nil
+		}
+		return activities.ComputeCommandsResponse{}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	var started []CommandInput
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(_ workflow.Context, input CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		started = append(started, input)
+		mu.Unlock()
+		return CommandOutcome{Result: CommandSucceeded}, nil
+	})
+	h.at(13*time.Second, func() {
+		value, err := h.env.QueryWorkflow(QueryDisruptionState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view DisruptionStateView
+		_ = value.Get(&view)
+		if len(view.Running) == 0 {
+			t.Error("no running command after the first pass")
+			return
+		}
+		h.env.SignalWorkflow(SignalCommandDone, CommandOutcome{CommandID: view.Running[0].ID, Result: CommandSucceeded})
+	})
+	var secondPass time.Time
+	h.at(14*time.Second, func() {
+		value, err := h.env.QueryWorkflow(QueryDisruptionState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view DisruptionStateView
+		_ = value.Get(&view)
+		if view.LastPass != nil {
+			secondPass = view.LastPass.At
+		}
+	})
+	h.at(time.Minute, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != 2 {
+		t.Fatalf("%d command(s) started, want the Empty one and the consolidation", len(started))
+	}
+	if d := started[0].ValidationDelay; d != 0 {
+		t.Errorf("Empty command waits %s before validating, want 0", d)
+	}
+	if d := started[1].ValidationDelay; d != DefaultValidationDelay {
+		t.Errorf("consolidation waits %s before validating, want %s", d, DefaultValidationDelay)
+	}
+	if want := t0.Add(13 * time.Second); !secondPass.Equal(want) {
+		t.Errorf("last pass at t0+%s a second after a command ended at t0+13s, want at once", secondPass.Sub(t0))
 	}
 }

@@ -126,10 +126,14 @@ func (w *nodeLifecycle) syncEmptyTTL() {
 }
 
 // armEmptyTTL starts the consolidateAfter timer, unless the disruption
-// workflow decides this node's emptiness (spec.DisruptionDecidesEmpty).
+// workflow decides this node's emptiness (spec.DisruptionDecidesEmpty, or
+// handed over after a budget refused).
 func (w *nodeLifecycle) armEmptyTTL(deadline time.Time) {
 	if w.spec.DisruptionDecidesEmpty && changed(w.ctx, changeEmptyByDisruption) {
 		return
+	}
+	if w.state.EmptyHandedOver {
+		return // its budget refused once; the disruption workflow decides
 	}
 	if w.state.Reservation != nil && changed(w.ctx, changeReservedArmsNoEmptyTTL) {
 		return // the command decides; a release re-arms it on the next pass
@@ -200,6 +204,12 @@ func (w *nodeLifecycle) considerEmptyTermination() {
 	}
 	if w.state.Pods.NonDaemonSet > 0 || w.terminationRequested() {
 		return // a pod arrived, or something else ended the node, meanwhile
+	}
+	if !answer.Allowed && changed(w.ctx, changeRefusedEmptyWaits) {
+		w.state.EmptyHandedOver = true
+		w.logger.Info("Empty node kept by its disruption budget; the disruption workflow decides when it goes", "why", answer.Why)
+		w.decide("Empty node kept: %s; the disruption workflow takes it when the budget allows", answer.Why)
+		return
 	}
 	if !answer.Allowed {
 		retry := answer.RetryAfter

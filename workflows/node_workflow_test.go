@@ -207,19 +207,30 @@ func TestNodeLeavesReady(t *testing.T) {
 			voluntary:   true,
 		},
 		{
-			name: "a disruption budget postpones an empty node",
+			// Before change refused-empty-waits the node asked again every
+			// RetryAfter (10 s by default): ~4k history events per
+			// node-hour while the budget said no.
+			name: "a node its budget refused waits for the disruption workflow, without polling",
 			spec: []specOption{consolidateAfter(30 * time.Second)},
 			setup: func(h *harness) {
+				captureSignals(h)
 				h.env.OnActivity(activities.AllowDisruptionActivity, mock.Anything, mock.Anything).
-					Return(activities.AllowDisruptionResponse{Why: "budget of pool default allows 0 disruptions now", RetryAfter: 5 * time.Minute}, nil).Once()
-				h.env.OnActivity(activities.AllowDisruptionActivity, mock.Anything, mock.Anything).
-					Return(activities.AllowDisruptionResponse{Allowed: true}, nil).Once()
+					Return(activities.AllowDisruptionResponse{Why: "budget of pool default allows 0 disruptions now", RetryAfter: 5 * time.Second}, nil).Once()
+				h.at(10*time.Minute, func() {
+					h.env.UpdateWorkflow(UpdateReserve, "r", &testsuite.TestUpdateCallback{
+						OnReject: func(err error) { h.t.Errorf("reservation rejected: %v", err) }, OnComplete: func(any, error) {},
+					}, ReserveRequest{CommandID: testCommandID, Reason: string(ReasonEmpty), Message: "Empty: 3 nodes"})
+				})
+				h.signal(10*time.Minute+time.Second, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID})
 			},
 			reason:      ReasonEmpty,
-			requestedAt: 5*time.Minute + 30*time.Second,
+			requestedAt: 10*time.Minute + time.Second,
 			voluntary:   true,
 			check: func(t *testing.T, h *harness, history NodeHistoryView) {
-				decisionAt(t, history, "Empty node kept: budget of pool default allows 0 disruptions now; asking again in 5m")
+				decisionAt(t, history, "Empty node kept: budget of pool default allows 0 disruptions now; the disruption workflow takes it when the budget allows")
+				if n := len(h.rec.calls(activities.AllowDisruptionActivity)); n != 1 {
+					t.Errorf("asked AllowDisruption %d times, want once (no polling)", n)
+				}
 			},
 		},
 		{

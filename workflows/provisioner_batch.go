@@ -258,7 +258,9 @@ func isNonRetryable(err error) bool {
 
 // completeSpec fills what the planner may leave to the provisioner: the
 // cluster, a deterministic node claim name and the nomination window its
-// batching implies.
+// batching implies. Every node it starts leaves its emptiness to the
+// disruption workflow (changeEmptyByDisruptionDefault), so a pool's empty
+// nodes go together up to the budget instead of one Lease turn each.
 func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) activities.NodeLaunchSpec {
 	if spec.Cluster == "" {
 		spec.Cluster = p.input.Cluster
@@ -266,7 +268,8 @@ func (p *provisioner) completeSpec(spec activities.NodeLaunchSpec, index int) ac
 	if spec.NodeClaimName == "" {
 		spec.NodeClaimName = NodeClaimName(spec.NodePool, p.firstRunID, p.batches, index)
 	}
-	spec.DisruptionDecidesEmpty = spec.DisruptionDecidesEmpty || p.input.DisruptionDecidesEmpty
+	spec.DisruptionDecidesEmpty = spec.DisruptionDecidesEmpty || p.input.DisruptionDecidesEmpty ||
+		changed(p.ctx, changeEmptyByDisruptionDefault)
 	if spec.NominationWindow == 0 {
 		spec.NominationWindow = activities.NominationWindowFor(p.input.MaxWindow)
 	}

@@ -61,7 +61,9 @@ type ProvisionerInput struct {
 	// NodeTaskQueue runs node workflows; empty means the provisioner's own.
 	NodeTaskQueue string `json:"nodeTaskQueue,omitempty"`
 	// DisruptionDecidesEmpty is copied into every spec: the disruption
-	// workflow, not each node workflow, decides when empty nodes go.
+	// workflow, not each node workflow, decides when empty nodes go. Every
+	// provisioner does so since changeEmptyByDisruptionDefault; the field
+	// stays for runs started before it.
 	DisruptionDecidesEmpty bool `json:"disruptionDecidesEmpty,omitempty"`
 
 	// State is carried across continue-as-new; nil on a fresh start.

@@ -128,6 +128,10 @@ type NodeState struct {
 	// DisruptionRetryAt postpones an empty-node termination a disruption
 	// budget refused.
 	DisruptionRetryAt time.Time `json:"disruptionRetryAt,omitzero"`
+	// EmptyHandedOver: a budget refused this node's own empty-node
+	// termination, so the disruption workflow decides its emptiness from
+	// then on (changeRefusedEmptyWaits); no timer polls the budget.
+	EmptyHandedOver bool `json:"emptyHandedOver,omitempty"`
 
 	Termination *Termination `json:"termination,omitempty"`
 	// Reservation is the disruption command holding the node; nil when

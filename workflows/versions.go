@@ -102,6 +102,34 @@ const (
 	// as in-flight capacity, then the node drained a Node that did not
 	// exist.
 	changeNodeGoneLeaves changeID = "node-gone-before-registration-leaves"
+	// changeEmptyByDisruptionDefault (provisioner_batch.go completeSpec):
+	// every node the provisioner starts says DisruptionDecidesEmpty, so
+	// the disruption workflow's Empty commands take a pool's empty nodes
+	// together up to its budget (was: each node's own consolidateAfter
+	// timer and a turn on the pool's Lease, unless the worker opted in).
+	changeEmptyByDisruptionDefault changeID = "empty-by-disruption-default"
+	// changeRefusedEmptyWaits (node_ready.go considerEmptyTermination): an
+	// empty node (of the older, timer-driven kind) whose budget refused
+	// hands its emptiness to the disruption workflow and arms no retry
+	// timer, instead of asking AllowDisruption again every 10 s (~4k
+	// history events per node-hour while the budget said no).
+	changeRefusedEmptyWaits changeID = "refused-empty-waits"
+	// changeEmptyValidatesAtOnce (disruption_workflow.go startCommand): an
+	// Empty command validates as soon as it holds its candidates
+	// (EmptyValidationDelay, default 0) rather than after the 15 s
+	// consolidation delay: the nodes were empty for consolidateAfter and
+	// pending pods that would land on them already block them, so each
+	// wave of a scale-down costs the termination, not 15 s more.
+	changeEmptyValidatesAtOnce changeID = "empty-validates-at-once"
+	// changeCommandEndPassesAtOnce (disruption_workflow.go commandDone): a
+	// command's end brings the next pass now, not triggerDebounce later:
+	// the budget it freed is used at once.
+	changeCommandEndPassesAtOnce changeID = "command-end-passes-at-once"
+	// changeDisruptionEndsWhenCancelled (disruption_workflow.go run,
+	// waitForPass): a cancelled disruption workflow ends (Canceled); before,
+	// its pass timer, started on the cancelled context, fired at once on
+	// every loop and the workflow spun.
+	changeDisruptionEndsWhenCancelled changeID = "disruption-ends-when-cancelled"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

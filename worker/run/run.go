@@ -98,10 +98,6 @@ type Config struct {
 	// interval, validation delay, decision options); zero values take its
 	// defaults.
 	Disruption workflows.DisruptionInput
-	// DisruptionDecidesEmpty hands empty nodes to the disruption workflow
-	// (its Empty commands) instead of each node workflow's own
-	// consolidateAfter timer and budget check.
-	DisruptionDecidesEmpty bool
 	// RegistrationTimeout overrides the default 15 minutes.
 	RegistrationTimeout time.Duration
 	// LeaseNamespace is where each NodePool's disruption Lease lives: the
@@ -231,9 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Clock))
 	activities.RegisterDisruptionCommands(temporalWorker, acts)
 
-	provisionerInput := cfg.Provisioner
-	provisionerInput.DisruptionDecidesEmpty = provisionerInput.DisruptionDecidesEmpty || cfg.DisruptionDecidesEmpty
-	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: provisionerInput}
+	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Provisioner}
 	podWatcher, err := watch.NewPodWatcher(factory, provisioner, cfg.Clock, logger.Named("pods"))
 	if err != nil {
 		return err
