@@ -112,6 +112,9 @@ func (o Options) withDefaults() Options {
 	if o.RepairMaxFraction <= 0 {
 		o.RepairMaxFraction = DefaultRepairMaxFraction
 	}
+	if o.SingleNodeMaxSimulations == 0 {
+		o.SingleNodeMaxSimulations = DefaultSingleNodeMaxSimulations
+	}
 	if o.MultiNodeMaxCandidates <= 0 {
 		o.MultiNodeMaxCandidates = DefaultMultiNodeMaxCandidates
 	}

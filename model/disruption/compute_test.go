@@ -145,6 +145,19 @@ func TestConsolidation(t *testing.T) {
 			want: []string{"Underutilized/replace [n1] → [c.small/spot]"},
 		},
 		{
+			name:   "single-node consolidation simulates a bounded number of candidates per pass",
+			source: "singlenodeconsolidation.go: abandons after its timeout (here a count, so Compute stays deterministic)",
+			in: func() disruption.Input {
+				in := input(pools(pool("default")),
+					node("n1", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...)),
+					node("n2", "default", "c.xlarge", running(pods(2, "b", "1", "1Gi")...)))
+				in.Options.MultiNodeMaxCandidates, in.Options.SingleNodeMaxSimulations, in.Options.ConsolidationThreshold = 1, 1, -1
+				return in
+			}(),
+			want:     []string{"Underutilized/delete [n1]"},
+			verdicts: map[string]string{"n2": "Not evaluated in this pass"},
+		},
+		{
 			name:   "no replacement when nothing cheaper fits",
 			source: "consolidation_test.go: Replace / won't replace node if any spot replacement is more expensive",
 			in: input(pools(pool("default")),

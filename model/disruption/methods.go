@@ -189,6 +189,8 @@ func (c *computation) multiNodeConsolidation() {
 // singleNodeConsolidation tries every remaining candidate alone: delete it
 // if its pods fit elsewhere, else replace it by one cheaper node. Pools take
 // turns so one large pool does not starve the others (Karpenter's order).
+// At most SingleNodeMaxSimulations candidates are simulated; the rest wait
+// for the next pass (Karpenter stops at a timeout instead).
 func (c *computation) singleNodeConsolidation() {
 	cands := c.consolidationCandidates()
 	byPool := map[string][]*nodeInfo{}
@@ -208,11 +210,16 @@ func (c *computation) singleNodeConsolidation() {
 			}
 		}
 	}
+	simulations := 0
 	for _, ni := range order {
 		if c.full() {
 			return
 		}
 		if ni.command >= 0 {
+			continue
+		}
+		if limit := c.opts.SingleNodeMaxSimulations; limit > 0 && simulations >= limit {
+			ni.refused = fmt.Sprintf("Not evaluated in this pass: single-node consolidation simulated its %d cheaper-to-disrupt candidates first", limit)
 			continue
 		}
 		if !ni.pool.allows(ReasonUnderutilized, 1, 0) {
@@ -223,6 +230,7 @@ func (c *computation) singleNodeConsolidation() {
 			ni.refused = why // even deleting it would not be worth it
 			continue
 		}
+		simulations++
 		found, why := c.consolidate([]*nodeInfo{ni})
 		if found == nil {
 			ni.refused = why

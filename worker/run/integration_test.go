@@ -500,6 +500,11 @@ func TestEmptyNodeIsTerminated(t *testing.T) {
 	if result.Termination.Reason != workflows.ReasonEmpty {
 		t.Errorf("termination reason %s (%s), want %s", result.Termination.Reason, result.Termination.Detail, workflows.ReasonEmpty)
 	}
+	// The disruption workflow's Empty command decides, not the node's own
+	// timer and a turn on the pool's Lease.
+	if !strings.HasPrefix(result.Termination.Requester, "disruption/") {
+		t.Errorf("terminated by %q, want a disruption command", result.Termination.Requester)
+	}
 	if elapsed := time.Since(emptied); elapsed < 5*time.Second {
 		t.Errorf("terminated %s after the pods left, before consolidateAfter (5s)", elapsed)
 	}
