@@ -121,9 +121,12 @@ type DisruptionVerdict struct {
 	Command int `json:"command"`
 	// Event is the Karpenter event reason to publish (DisruptionBlocked,
 	// Unconsolidatable) or "".
-	Event     string `json:"event,omitempty"`
-	Message   string `json:"message,omitempty"`
-	Drifted   string `json:"drifted,omitempty"`
+	Event   string `json:"event,omitempty"`
+	Message string `json:"message,omitempty"`
+	Drifted string `json:"drifted,omitempty"`
+	// DriftKind is what drifted, in Karpenter's words (AMIDrift,
+	// NodePoolDrifted, …); "" when the node has not drifted.
+	DriftKind string `json:"driftKind,omitempty"`
 	Unhealthy string `json:"unhealthy,omitempty"`
 }
 

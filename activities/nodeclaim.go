@@ -39,7 +39,10 @@ type UpsertNodeClaimRequest struct {
 	At    time.Time `json:"at"`
 
 	// Spec of the node claim, from the launch spec.
-	Labels        map[string]string                `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are merged into the NodeClaim's: the launch spec's and
+	// the drift stamps (hashes, AMI, subnet, security groups).
+	Annotations   map[string]string                `json:"annotations,omitempty"`
 	Requirements  []corev1.NodeSelectorRequirement `json:"requirements,omitempty"`
 	Taints        []corev1.Taint                   `json:"taints,omitempty"`
 	StartupTaints []corev1.Taint                   `json:"startupTaints,omitempty"`

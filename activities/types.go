@@ -267,16 +267,21 @@ func LaunchClientToken(workflowID string, options []InstanceTypeOption) string {
 
 // LaunchResponse describes the launched instance.
 type LaunchResponse struct {
-	InstanceID     string    `json:"instanceID"`
-	InstanceType   string    `json:"instanceType"`
-	Zone           string    `json:"zone"`
-	CapacityType   string    `json:"capacityType"`
-	PricePerHour   float64   `json:"pricePerHour"`
-	Hostname       string    `json:"hostname"`
-	PrivateDNSName string    `json:"privateDNSName"`
-	ProviderID     string    `json:"providerID"`
-	ImageID        string    `json:"imageID,omitempty"`
-	LaunchTime     time.Time `json:"launchTime"`
+	InstanceID     string  `json:"instanceID"`
+	InstanceType   string  `json:"instanceType"`
+	Zone           string  `json:"zone"`
+	CapacityType   string  `json:"capacityType"`
+	PricePerHour   float64 `json:"pricePerHour"`
+	Hostname       string  `json:"hostname"`
+	PrivateDNSName string  `json:"privateDNSName"`
+	ProviderID     string  `json:"providerID"`
+	ImageID        string  `json:"imageID,omitempty"`
+	// SubnetID and SecurityGroupIDs are the instance's network as EC2
+	// reports it; with ImageID they are stamped on the Node at
+	// registration, so drift can tell when the class no longer selects them.
+	SubnetID         string    `json:"subnetID,omitempty"`
+	SecurityGroupIDs []string  `json:"securityGroupIDs,omitempty"`
+	LaunchTime       time.Time `json:"launchTime"`
 	// Labels are the well-known labels of the launched offering: its
 	// instance type's (family, size, cpu, memory, GPUs...) and capacity
 	// type, under Millwright's keys and their accepted aliases. The kubelet

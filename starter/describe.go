@@ -268,6 +268,9 @@ func writeDescription(out io.Writer, d nodeDescription, now time.Time) {
 	}
 	p("Pods:        %d (not counting DaemonSet pods)", state.NonDaemonSetPods)
 	p("Created:     %s (%s ago)", formatTime(state.CreatedAt), age(state.CreatedAt, now))
+	if drift := state.Drift; drift != nil {
+		p("Drifted:     %s (%s)", drift.Message, drift.Kind)
+	}
 
 	deadlines := []struct {
 		name string

@@ -21,6 +21,11 @@ const (
 	// is free again.
 	SignalDisruptionRelease = "disruptionRelease"
 
+	// SignalDrifted (DriftNotice): the disruption workflow found the node
+	// drifted from its NodePool or EC2NodeClass, or no longer drifted; the
+	// node workflow shows it (MillwrightDrifted, its history).
+	SignalDrifted = "drifted"
+
 	// SignalCommandNodeEvent (CommandNodeEvent): a node workflow tells the
 	// command that reserved it, or that launched it as a replacement, what
 	// happened to it.
@@ -125,4 +130,15 @@ type PauseRequest struct {
 	Paused    bool   `json:"paused"`
 	Reason    string `json:"reason,omitempty"`
 	Requester string `json:"requester,omitempty"`
+}
+
+// DriftNotice tells a node workflow what the last disruption pass found
+// drifted about its node.
+type DriftNotice struct {
+	// Kind is what drifted, in Karpenter's words (AMIDrift,
+	// NodePoolDrifted, NodeClassDrifted, SubnetDrift, SecurityGroupDrift,
+	// RequirementsDrifted); "" when the node is no longer drifted.
+	Kind string `json:"kind,omitempty"`
+	// Message says it, e.g. "AMI ami-a → ami-b".
+	Message string `json:"message,omitempty"`
 }

@@ -37,6 +37,10 @@ const (
 	maxCommandAge = 12 * time.Hour
 	// maxRecentOutcomes bounds the outcomes kept for the state query.
 	maxRecentOutcomes = 20
+	// maxDriftNoticesPerPass bounds the SignalDrifted sent by one pass
+	// (the rest go with the next passes), so a new AMI drifting every
+	// node does not fill one workflow task.
+	maxDriftNoticesPerPass = 100
 )
 
 // InvalidDisruptionInputErrorType fails a disruption workflow started with
@@ -109,6 +113,9 @@ type DisruptionState struct {
 	Recent       []CommandOutcome `json:"recent,omitempty"`
 	NextPassAt   time.Time        `json:"nextPassAt,omitzero"`
 	LastPass     *DisruptionPass  `json:"lastPass,omitempty"`
+	// Drifted is what each drifted node's workflow was last told
+	// (SignalDrifted), by node claim.
+	Drifted map[string]DriftNotice `json:"drifted,omitempty"`
 }
 
 // RunningCommand is a command started and not yet reported done.
@@ -321,6 +328,7 @@ func (d *disruption) pass() {
 		return
 	}
 	d.lastAnswer = answer
+	d.noticeDrift(answer.Verdicts)
 	summary.Commands, summary.NodesConsidered = len(answer.Commands), answer.NodesConsidered
 	for _, verdict := range answer.Verdicts {
 		if verdict.Candidate {
@@ -336,6 +344,52 @@ func (d *disruption) pass() {
 		}
 		if id, ok := d.startCommand(command); ok {
 			summary.Started = append(summary.Started, id)
+		}
+	}
+}
+
+// noticeDrift tells each node workflow whose drift changed since the last
+// pass what drifted (SignalDrifted), at most maxDriftNoticesPerPass a pass.
+// Nodes no verdict names any more (gone) are forgotten.
+func (d *disruption) noticeDrift(verdicts []activities.DisruptionVerdict) {
+	if !changed(d.ctx, changeDriftNotices) {
+		return
+	}
+	seen := make(map[string]bool, len(verdicts))
+	var sent []workflow.Future
+	var sentTo []string
+	for _, v := range verdicts {
+		if v.NodeClaimName == "" {
+			continue
+		}
+		seen[v.NodeClaimName] = true
+		want := DriftNotice{Kind: v.DriftKind, Message: v.Drifted}
+		if want.Kind == "" && want.Message != "" {
+			want.Kind = string(ReasonDrifted)
+		}
+		if want == d.state.Drifted[v.NodeClaimName] || len(sent) >= maxDriftNoticesPerPass {
+			continue
+		}
+		id := NodeWorkflowID(d.input.Cluster, v.NodeClaimName)
+		sent = append(sent, workflow.SignalExternalWorkflow(d.ctx, id, "", SignalDrifted, want))
+		sentTo = append(sentTo, id)
+		if want.Kind == "" {
+			delete(d.state.Drifted, v.NodeClaimName)
+			continue
+		}
+		if d.state.Drifted == nil {
+			d.state.Drifted = map[string]DriftNotice{}
+		}
+		d.state.Drifted[v.NodeClaimName] = want
+	}
+	for claim := range d.state.Drifted {
+		if !seen[claim] {
+			delete(d.state.Drifted, claim)
+		}
+	}
+	for i, f := range sent {
+		if err := f.Get(d.ctx, nil); err != nil {
+			d.logger.Debug("Could not tell a node workflow about its drift", "workflow", sentTo[i], "error", err)
 		}
 	}
 }

@@ -148,3 +148,37 @@ func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
 		t.Errorf("last pass at t0+%s a second after a command ended at t0+13s, want at once", secondPass.Sub(t0))
 	}
 }
+
+// TestDisruptionWorkflowTellsNodesTheirDrift: a node the pass finds
+// drifted is told once (SignalDrifted with what drifted), not again while
+// it stays drifted, and told once more when it no longer is.
+func TestDisruptionWorkflowTellsNodesTheirDrift(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	sent := captureSignals(h)
+	var mu sync.Mutex
+	passes := 0
+	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes++
+		v := activities.DisruptionVerdict{NodeClaimName: "default-a", NodeName: "node-a", NodePool: "default", Command: -1}
+		if passes <= 3 {
+			v.Drifted, v.DriftKind = "AMI ami-a → ami-b", "AMIDrift"
+		}
+		return activities.ComputeCommandsResponse{Verdicts: []activities.DisruptionVerdict{v}}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity})
+	h.at(time.Hour, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	notices := sent.named(SignalDrifted)
+	if len(notices) != 2 {
+		t.Fatalf("drift notices %+v, want 2 (drifted, then no longer)", notices)
+	}
+	want := NodeWorkflowID(testCluster, "default-a")
+	if notices[0].workflowID != want || notices[0].arg.(DriftNotice) != (DriftNotice{Kind: "AMIDrift", Message: "AMI ami-a → ami-b"}) {
+		t.Errorf("first notice %+v, want AMIDrift to %s", notices[0], want)
+	}
+	if notices[1].arg.(DriftNotice) != (DriftNotice{}) {
+		t.Errorf("second notice %+v, want the empty notice", notices[1])
+	}
+}

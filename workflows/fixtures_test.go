@@ -99,7 +99,8 @@ func (fakeWorld) Launch(_ context.Context, req activities.LaunchRequest) (activi
 		InstanceID: testInstance, InstanceType: option.Name, Zone: chosen.Zone, CapacityType: chosen.CapacityType,
 		PricePerHour: chosen.PricePerHour, Hostname: testNodeName, PrivateDNSName: testNodeName,
 		ProviderID: "aws:///" + chosen.Zone + "/" + testInstance,
-		Labels:     map[string]string{"node.kubernetes.io/instance-type": option.Name, "millwright.dev/capacity-type": chosen.CapacityType},
+		ImageID:    "ami-0a", SubnetID: "subnet-0a", SecurityGroupIDs: []string{"sg-0a", "sg-0b"},
+		Labels: map[string]string{"node.kubernetes.io/instance-type": option.Name, "millwright.dev/capacity-type": chosen.CapacityType},
 	}, nil
 }
 

@@ -43,7 +43,7 @@ func TestFormatDuration(t *testing.T) {
 }
 
 func TestSearchAttributeTypesListsEveryAttribute(t *testing.T) {
-	if got := len(SearchAttributeTypes()); got != 8 {
-		t.Errorf("%d search attributes, want 8", got)
+	if got := len(SearchAttributeTypes()); got != 9 {
+		t.Errorf("%d search attributes, want 9", got)
 	}
 }

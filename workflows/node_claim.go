@@ -44,6 +44,9 @@ func (w *nodeLifecycle) nodeClaimRequest() activities.UpsertNodeClaimRequest {
 	if w.state.Phase == PhaseLaunching {
 		req.PodKeys = w.spec.PodKeys
 	}
+	if changed(w.ctx, changeDriftStamps) {
+		req.Annotations = w.nodeAnnotations()
+	}
 	if t := w.state.Termination; t != nil {
 		req.Termination = &activities.NodeClaimTermination{Reason: string(t.Reason), Detail: t.Detail, Voluntary: t.Voluntary}
 	}

@@ -144,3 +144,30 @@ func (w *nodeLifecycle) flushNotices() {
 		}
 	}
 }
+
+// applyDrifted records what the disruption workflow found drifted (or that
+// nothing is any more) and shows it: the MillwrightDrifted search
+// attribute, and a decision in the node's history ("Drifted: AMI ami-a →
+// ami-b"). A notice that changes nothing is ignored.
+func (w *nodeLifecycle) applyDrifted(notice DriftNotice) {
+	current := DriftNotice{}
+	if w.state.Drift != nil {
+		current = *w.state.Drift
+	}
+	if notice == current {
+		return
+	}
+	update := DriftedAttribute.ValueUnset()
+	if notice.Kind == "" {
+		w.state.Drift = nil
+		w.decide("No longer drifted")
+	} else {
+		w.state.Drift = &notice
+		update = DriftedAttribute.ValueSet(notice.Kind)
+		w.logger.Info("Node drifted", "kind", notice.Kind, "message", notice.Message)
+		w.decide("Drifted: %s", notice.Message)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(w.ctx, update); err != nil {
+		w.logger.Warn("Could not upsert the drift search attribute", "error", err)
+	}
+}

@@ -2,10 +2,12 @@ package workflows
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/millwright/millwright/activities"
@@ -146,4 +148,53 @@ func TestReservedEmptyNodeWaitsForItsCommand(t *testing.T) {
 	if n := len(h.rec.calls(activities.AllowDisruptionActivity)); n != 0 {
 		t.Errorf("asked AllowDisruption %d time(s) while reserved, want never", n)
 	}
+}
+
+// A drift notice shows on the node: MillwrightDrifted set to what drifted,
+// "Drifted: AMI ami-a → ami-b" in its history; a repeated notice changes
+// nothing; "no longer drifted" unsets the attribute.
+func TestDriftNoticeShowsOnTheNode(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	var mu sync.Mutex
+	var drifted []string // MillwrightDrifted as upserted: a value, or "-" when unset
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		mu.Lock()
+		defer mu.Unlock()
+		attributes := args.Get(0).(temporal.SearchAttributes)
+		// The drift upsert carries that one key; unsetting it leaves none
+		// (publish always names the pool and phase).
+		if value, ok := attributes.GetKeyword(DriftedAttribute); ok {
+			drifted = append(drifted, value)
+		} else if attributes.Size() == 0 {
+			drifted = append(drifted, "-")
+		}
+	}).Return(nil)
+	notice := DriftNotice{Kind: "AMIDrift", Message: "AMI ami-a → ami-b"}
+	h.signal(time.Hour, SignalDrifted, notice)
+	h.signal(time.Hour+time.Minute, SignalDrifted, notice)
+	h.at(time.Hour+2*time.Minute, func() {
+		value, err := h.env.QueryWorkflow(QueryState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view NodeStateView
+		_ = value.Get(&view)
+		if view.Drift == nil || *view.Drift != notice {
+			t.Errorf("state drift %+v, want %+v", view.Drift, notice)
+		}
+	})
+	h.signal(2*time.Hour, SignalDrifted, DriftNotice{})
+	h.signal(3*time.Hour, SignalDrain, DrainRequest{Reason: "done"})
+
+	h.runNode(nodeSpec(), nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(drifted) != 2 || drifted[0] != "AMIDrift" || drifted[1] != "-" {
+		t.Errorf("MillwrightDrifted upserts %v, want [AMIDrift -]", drifted)
+	}
+	if at := decisionAt(t, h.history(), "Drifted: AMI ami-a → ami-b"); !at.Equal(t0.Add(time.Hour)) {
+		t.Errorf("drift decision at t0+%s, want t0+1h", at.Sub(t0))
+	}
+	decisionAt(t, h.history(), "No longer drifted")
 }

@@ -16,6 +16,7 @@ type nodeSignals struct {
 	nodeDeleted  workflow.ReceiveChannel
 	commit       workflow.ReceiveChannel
 	release      workflow.ReceiveChannel
+	drifted      workflow.ReceiveChannel
 }
 
 func newNodeSignals(ctx workflow.Context) nodeSignals {
@@ -26,6 +27,7 @@ func newNodeSignals(ctx workflow.Context) nodeSignals {
 		nodeDeleted:  workflow.GetSignalChannel(ctx, SignalNodeDeleted),
 		commit:       workflow.GetSignalChannel(ctx, SignalDisruptionCommit),
 		release:      workflow.GetSignalChannel(ctx, SignalDisruptionRelease),
+		drifted:      workflow.GetSignalChannel(ctx, SignalDrifted),
 	}
 }
 
@@ -61,6 +63,11 @@ func (w *nodeLifecycle) listen(selector workflow.Selector) {
 		var request CommandSignal
 		c.Receive(w.ctx, &request)
 		w.applyDisruptionRelease(request)
+	})
+	selector.AddReceive(w.signals.drifted, func(c workflow.ReceiveChannel, _ bool) {
+		var notice DriftNotice
+		c.Receive(w.ctx, &notice)
+		w.applyDrifted(notice)
 	})
 	selector.AddReceive(w.wake, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(w.ctx, nil)
@@ -102,6 +109,11 @@ func (w *nodeLifecycle) absorbPendingSignals() {
 		}
 		for w.signals.release.ReceiveAsync(&command) {
 			w.applyDisruptionRelease(command)
+			absorbed = true
+		}
+		var notice DriftNotice
+		for w.signals.drifted.ReceiveAsync(&notice) {
+			w.applyDrifted(notice)
 			absorbed = true
 		}
 		if !absorbed {
@@ -263,6 +275,7 @@ func (w *nodeLifecycle) stateView() (NodeStateView, error) {
 		CreatedAt:        w.state.CreatedAt,
 		Termination:      w.state.Termination,
 		Reservation:      w.state.Reservation,
+		Drift:            w.state.Drift,
 	}
 	if after, enabled := w.spec.ExpireAfter.Get(); enabled {
 		view.ExpiresAt = w.state.CreatedAt.Add(after)

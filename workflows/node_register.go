@@ -2,10 +2,13 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // register is the Registering phase: it waits for the instance's Node and
@@ -37,12 +40,16 @@ func (w *nodeLifecycle) register() Phase {
 	}
 
 	w.state.NodeName = registered.NodeName
+	annotations := w.spec.Annotations
+	if changed(w.ctx, changeDriftStamps) {
+		annotations = w.nodeAnnotations()
+	}
 	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, activities.RegisterNodeRequest{
 		NodeName:      registered.NodeName,
 		NodeClaimName: w.spec.NodeClaimName,
 		NodePool:      w.spec.NodePool,
 		Labels:        w.nodeLabels(),
-		Annotations:   w.spec.Annotations,
+		Annotations:   annotations,
 		Taints:        w.spec.Taints,
 		StartupTaints: w.spec.StartupTaints,
 	}, nil)
@@ -75,4 +82,26 @@ func (w *nodeLifecycle) leaveForGoneNode(nodeName string) {
 		Voluntary: true,
 	})
 	w.queueReplan(ReplanRequest{PodKeys: w.spec.PodKeys, Reason: "node deleted before it registered"})
+}
+
+// nodeAnnotations are the launch spec's annotations (the template's and
+// the NodePool and EC2NodeClass hashes) plus what the instance was launched
+// with: its AMI, subnet and security groups, the drift stamps of a Node.
+func (w *nodeLifecycle) nodeAnnotations() map[string]string {
+	out := maps.Clone(w.spec.Annotations)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if inst := w.state.Instance; inst != nil {
+		if inst.ImageID != "" {
+			out[apisv1.AnnotationImageID] = inst.ImageID
+		}
+		if inst.SubnetID != "" {
+			out[apisv1.AnnotationSubnetID] = inst.SubnetID
+		}
+		if len(inst.SecurityGroupIDs) > 0 {
+			out[apisv1.AnnotationSecurityGroupIDs] = strings.Join(inst.SecurityGroupIDs, ",")
+		}
+	}
+	return out
 }

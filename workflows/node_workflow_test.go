@@ -92,6 +92,17 @@ func TestNodeGoesThroughEveryPhase(t *testing.T) {
 	if register.Labels["node.kubernetes.io/instance-type"] != "m5.large" || register.Labels["millwright.dev/capacity-type"] != "spot" {
 		t.Errorf("register labels = %v, want the launched offering's labels too", register.Labels)
 	}
+	for key, want := range map[string]string{
+		"millwright.dev/image-id": "ami-0a", "millwright.dev/subnet-id": "subnet-0a", "millwright.dev/security-group-ids": "sg-0a,sg-0b",
+	} {
+		if got := register.Annotations[key]; got != want {
+			t.Errorf("register annotation %s = %q, want %q (the launch's drift stamp)", key, got, want)
+		}
+	}
+	claim := h.rec.calls(activities.UpsertNodeClaimActivity)
+	if last := claim[len(claim)-1].(*activities.UpsertNodeClaimRequest); last.Annotations["millwright.dev/image-id"] != "ami-0a" {
+		t.Errorf("NodeClaim annotations = %v, want the drift stamps too", last.Annotations)
+	}
 	drain := h.rec.calls(activities.DrainActivity)[0].(*activities.DrainRequest)
 	if !drain.Voluntary || !drain.Deadline.Equal(t0.Add(time.Hour+10*time.Minute)) || drain.Reason != "Drained: kernel upgrade (by alice)" {
 		t.Errorf("drain request = %+v, want voluntary with the grace period's deadline", drain)

@@ -17,6 +17,10 @@ var (
 	InstanceIDAttribute        = temporal.NewSearchAttributeKeyKeyword("MillwrightInstanceID")
 	PhaseAttribute             = temporal.NewSearchAttributeKeyKeyword("MillwrightPhase")
 	TerminationReasonAttribute = temporal.NewSearchAttributeKeyKeyword("MillwrightTerminationReason")
+	// DriftedAttribute is what drifted about the node (AMIDrift,
+	// NodePoolDrifted, …) as the disruption workflow last found it; unset
+	// on a node that has not drifted.
+	DriftedAttribute = temporal.NewSearchAttributeKeyKeyword("MillwrightDrifted")
 )
 
 // SearchAttributeTypes lists every custom search attribute Millwright needs a
@@ -25,7 +29,7 @@ var (
 func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
 	keys := []temporal.SearchAttributeKeyKeyword{
 		NodePoolAttribute, InstanceTypeAttribute, ZoneAttribute, CapacityTypeAttribute,
-		NodeNameAttribute, InstanceIDAttribute, PhaseAttribute, TerminationReasonAttribute,
+		NodeNameAttribute, InstanceIDAttribute, PhaseAttribute, TerminationReasonAttribute, DriftedAttribute,
 	}
 	out := make(map[string]enumspb.IndexedValueType, len(keys))
 	for _, k := range keys {

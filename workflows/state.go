@@ -137,6 +137,9 @@ type NodeState struct {
 	// Reservation is the disruption command holding the node; nil when
 	// none.
 	Reservation *Reservation `json:"reservation,omitempty"`
+	// Drift is what the disruption workflow last found drifted about the
+	// node; nil when it has not drifted.
+	Drift *DriftNotice `json:"drift,omitempty"`
 	// ReplacementFailureReported: the command this node replaces for was
 	// told it failed.
 	ReplacementFailureReported bool `json:"replacementFailureReported,omitempty"`
@@ -180,6 +183,9 @@ type NodeStateView struct {
 	Termination          *Termination   `json:"termination,omitempty"`
 	// Reservation is the disruption command holding the node.
 	Reservation *Reservation `json:"reservation,omitempty"`
+	// Drift is what the disruption workflow last found drifted; nil when
+	// the node has not drifted.
+	Drift *DriftNotice `json:"drift,omitempty"`
 }
 
 // LaunchRecord is why the node exists.

@@ -130,6 +130,16 @@ const (
 	// its pass timer, started on the cancelled context, fired at once on
 	// every loop and the workflow spun.
 	changeDisruptionEndsWhenCancelled changeID = "disruption-ends-when-cancelled"
+	// changeDriftStamps (node_register.go, node_claim.go): RegisterNode
+	// and UpsertNodeClaim get the launch spec's annotations plus the
+	// instance's AMI, subnet and security groups (nodeAnnotations), so
+	// drift can compare them with what the EC2NodeClass resolves to now.
+	changeDriftStamps changeID = "drift-stamps"
+	// changeDriftNotices (disruption_workflow.go noticeDrift): after each
+	// pass the disruption workflow signals SignalDrifted to the node
+	// workflows whose drift changed, so MillwrightDrifted and the node's
+	// history say which nodes are drifted and why.
+	changeDriftNotices changeID = "drift-notices"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

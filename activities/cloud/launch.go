@@ -775,9 +775,16 @@ func (p *Provider) launchResponse(ctx context.Context, req activities.LaunchRequ
 		PrivateDNSName: aws.ToString(inst.PrivateDnsName),
 		ProviderID:     ProviderID(zone, aws.ToString(inst.InstanceId)),
 		ImageID:        aws.ToString(inst.ImageId),
+		SubnetID:       aws.ToString(inst.SubnetId),
 		LaunchTime:     aws.ToTime(inst.LaunchTime),
 		Labels:         p.offeringLabels(ctx, instanceType, capacityType),
 	}
+	for _, g := range inst.SecurityGroups {
+		if id := aws.ToString(g.GroupId); id != "" {
+			resp.SecurityGroupIDs = append(resp.SecurityGroupIDs, id)
+		}
+	}
+	slices.Sort(resp.SecurityGroupIDs)
 	p.log.Info(fmt.Sprintf("Launched instance: %s, type: %s, zone: %s, hostname: %s", resp.InstanceID, resp.InstanceType, resp.Zone, resp.Hostname),
 		zap.String("nodeClaim", req.NodeClaimName), zap.String("capacityType", resp.CapacityType),
 		zap.Float64("pricePerHour", resp.PricePerHour), zap.String("providerID", resp.ProviderID))

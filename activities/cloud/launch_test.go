@@ -158,8 +158,11 @@ func assertConsistentResponse(t *testing.T, f *fixture, req activities.LaunchReq
 		t.Fatalf("instance %s not in the emulator", resp.InstanceID)
 	}
 	if inst.InstanceType != resp.InstanceType || inst.Zone != resp.Zone || inst.CapacityType != resp.CapacityType ||
-		inst.PrivateDNSName != resp.Hostname || inst.ImageID != resp.ImageID {
+		inst.PrivateDNSName != resp.Hostname || inst.ImageID != resp.ImageID || inst.SubnetID != resp.SubnetID {
 		t.Errorf("response %+v disagrees with the instance %+v", resp, inst)
+	}
+	if resp.SubnetID == "" || len(resp.SecurityGroupIDs) == 0 {
+		t.Errorf("response %+v lacks the subnet or security groups (drift stamps)", resp)
 	}
 	if want := "aws:///" + resp.Zone + "/" + resp.InstanceID; resp.ProviderID != want {
 		t.Errorf("providerID %q, want %q", resp.ProviderID, want)

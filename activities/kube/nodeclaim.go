@@ -263,7 +263,8 @@ func desiredNodeClaim(req activities.UpsertNodeClaimRequest, current *apisv1.Nod
 	if claim.Labels[apisv1.LabelNodeClass] == "" {
 		delete(claim.Labels, apisv1.LabelNodeClass)
 	}
-	claim.Annotations = mergeStrings(claim.Annotations, map[string]string{PhaseSinceAnnotation: phaseSince.UTC().Format(time.RFC3339Nano)})
+	claim.Annotations = mergeStrings(claim.Annotations, req.Annotations)
+	claim.Annotations[PhaseSinceAnnotation] = phaseSince.UTC().Format(time.RFC3339Nano)
 	if req.WorkflowID != "" {
 		claim.Annotations[WorkflowIDAnnotation] = req.WorkflowID
 	}

@@ -28,6 +28,7 @@ func nodeClaimRequest(name, phase string, at time.Time, options ...func(*activit
 		Labels:       map[string]string{activities.NodeClaimLabel: name, "team": "payments"},
 		Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
 		ExpireAfter:  activities.After(720 * time.Hour),
+		Annotations:  map[string]string{apisv1.AnnotationNodePoolHash: "123", apisv1.AnnotationImageID: "ami-0123"},
 	}
 	for _, option := range options {
 		option(&req)
@@ -139,6 +140,9 @@ func TestUpsertNodeClaimMirrorsTheLifecycleOnce(t *testing.T) {
 	}
 	if claim.Annotations[WorkflowIDAnnotation] != "node/test/"+name || !hasFinalizer(claim.Finalizers, activities.TerminationFinalizer) {
 		t.Errorf("annotations %v finalizers %v", claim.Annotations, claim.Finalizers)
+	}
+	if claim.Annotations[apisv1.AnnotationNodePoolHash] != "123" || claim.Annotations[apisv1.AnnotationImageID] != "ami-0123" {
+		t.Errorf("annotations %v: want the request's drift stamps", claim.Annotations)
 	}
 
 	// Terminated: the NodeClaim goes.

@@ -137,6 +137,26 @@ func TestComputeCommandsConsolidatesIdleNodes(t *testing.T) {
 			t.Errorf("budget %+v: want 2 nodes, 2 allowed", b)
 		}
 	}
+	// The launch spec carries the drift stamps of the pool and its class,
+	// and a node stamped with them is not drifted.
+	for _, key := range []string{apisv1.AnnotationNodePoolHash, apisv1.AnnotationNodeClassHash} {
+		if spec.Annotations[key] == "" {
+			t.Errorf("replacement annotations %v lack %s", spec.Annotations, key)
+		}
+	}
+	if spec.Annotations[apisv1.AnnotationNodePoolHashVersion] != disruption.NodePoolHashVersion ||
+		spec.Annotations[apisv1.AnnotationNodeClassHashVersion] != disruption.NodeClassHashVersion {
+		t.Errorf("replacement annotations %v: want the current hash versions", spec.Annotations)
+	}
+	stamped := millwrightNode(pool, "m5.2xlarge", "8", "32Gi")
+	for k, v := range spec.Annotations {
+		stamped.annotate(k, v)
+	}
+	current := stamped.createReady(t)
+	resp = computeCommands(t, planner, activities.ComputeCommandsRequest{})
+	if v, ok := verdictOf(resp, current); !ok || v.Drifted != "" {
+		t.Errorf("node stamped at launch: verdict %+v, want no drift", v)
+	}
 }
 
 // What the cluster shows decides each node's verdict: a do-not-disrupt

@@ -1,6 +1,7 @@
 package planning
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
 	"github.com/millwright/millwright/model/packer"
 	"github.com/millwright/millwright/model/scheduling"
 )
@@ -30,14 +32,20 @@ func (w *world) launchSpec(cluster string, ps *poolState, plan *packer.NodePlan,
 	return spec
 }
 
-// baseSpec is what every node of the pool gets from its template.
+// baseSpec is what every node of the pool gets from its template, and the
+// drift stamps of the pool and its class (disruption.HashAnnotations).
 func baseSpec(cluster string, ps *poolState, registrationTimeout time.Duration) activities.NodeLaunchSpec {
 	np := ps.pool
+	annotations := maps.Clone(np.Spec.Template.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(annotations, disruption.HashAnnotations(np, ps.nodeClass))
 	spec := activities.NodeLaunchSpec{
 		Cluster:             cluster,
 		NodePool:            np.Name,
 		NodeClassName:       np.NodeClassName(),
-		Annotations:         np.Spec.Template.Annotations,
+		Annotations:         annotations,
 		Taints:              np.Spec.Template.Spec.Taints,
 		StartupTaints:       np.Spec.Template.Spec.StartupTaints,
 		RegistrationTimeout: registrationTimeout,

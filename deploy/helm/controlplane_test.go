@@ -191,11 +191,10 @@ func TestChartOnTheLocalStack(t *testing.T) {
 		{verb: "create", group: "policy", resource: "poddisruptionbudgets", namespace: "default"},
 		{verb: "delete", group: "apps", resource: "daemonsets", namespace: "kube-system"},
 		{verb: "create", group: "millwright.dev", resource: "nodepools"},
-		// The specs are the user's: status is patched, nothing else.
+		// The specs are the user's: status is patched, and the metadata
+		// (hash annotations, the NodePool finalizer), nothing else.
 		{verb: "update", group: "millwright.dev", resource: "nodepools"},
-		{verb: "patch", group: "millwright.dev", resource: "nodepools"},
 		{verb: "delete", group: "millwright.dev", resource: "nodepools"},
-		{verb: "patch", group: "millwright.dev", resource: "ec2nodeclasses"},
 		{verb: "delete", group: "millwright.dev", resource: "ec2nodeclasses"},
 		{verb: "update", group: "millwright.dev", resource: "nodepools", subresource: "status"},
 		{verb: "update", group: "millwright.dev", resource: "ec2nodeclasses", subresource: "status"},

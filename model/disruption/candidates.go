@@ -34,6 +34,7 @@ type nodeInfo struct {
 	// the node's lifetime remaining.
 	cost float64
 
+	driftKind DriftKind
 	drifted   string
 	unhealthy string
 
@@ -67,7 +68,7 @@ func (c *computation) judge(ni *nodeInfo) {
 	}
 	ni.podBlocked = podsBlock(n.Pods, now)
 	if ni.pool != nil {
-		ni.drifted = c.driftOf(ni)
+		ni.driftKind, ni.drifted = c.driftOf(ni)
 		ni.unhealthy = c.unhealthyOf(ni)
 		ni.notConsolidatable = c.consolidatable(ni)
 	}
@@ -224,7 +225,7 @@ func (ni *nodeInfo) empty() bool { return len(ni.moving) == 0 }
 func (ni *nodeInfo) verdict() Verdict {
 	v := Verdict{ClaimName: ni.node.ClaimName, NodeName: ni.node.Name, NodePool: ni.node.NodePool,
 		Candidate: ni.blocked == "" && ni.podBlocked == "", Command: ni.command,
-		Drifted: ni.drifted, Unhealthy: ni.unhealthy}
+		Drifted: ni.drifted, DriftKind: ni.driftKind, Unhealthy: ni.unhealthy}
 	switch {
 	case ni.command >= 0:
 	case ni.blocked != "":

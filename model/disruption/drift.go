@@ -8,34 +8,49 @@ import (
 	"github.com/millwright/millwright/model/scheduling"
 )
 
+// DriftKind is what drifted, in Karpenter's names (its drift reasons).
+type DriftKind string
+
+const (
+	DriftNodePool      DriftKind = "NodePoolDrifted"
+	DriftNodeClass     DriftKind = "NodeClassDrifted"
+	DriftAMI           DriftKind = "AMIDrift"
+	DriftSubnet        DriftKind = "SubnetDrift"
+	DriftSecurityGroup DriftKind = "SecurityGroupDrift"
+	DriftRequirements  DriftKind = "RequirementsDrifted"
+)
+
 // driftOf says how ni drifted from its NodePool and EC2NodeClass ("" when
 // it has not), in Karpenter's order: the template hash (Karpenter's
 // NodePoolDrifted), the class hash (NodeClassDrifted), then what the class
 // resolves to (AMIDrift, SubnetDrift, SecurityGroupDrift), then the pool's
 // requirements (RequirementsDrifted).
-func (c *computation) driftOf(ni *nodeInfo) string {
+func (c *computation) driftOf(ni *nodeInfo) (DriftKind, string) {
 	n, pool := ni.node, ni.pool.spec
 	if n.NodePoolHash != "" && n.NodePoolHashVersion == NodePoolHashVersion &&
 		pool.NodePoolHash != "" && n.NodePoolHash != pool.NodePoolHash {
-		return "NodePool template changed since launch"
+		return DriftNodePool, "NodePool template changed since launch"
 	}
 	if nc := pool.NodeClass; nc != nil {
 		if n.NodeClassHash != "" && n.NodeClassHashVersion == NodeClassHashVersion &&
 			nc.Hash != "" && n.NodeClassHash != nc.Hash {
-			return fmt.Sprintf("EC2NodeClass %s changed since launch", nc.Name)
+			return DriftNodeClass, fmt.Sprintf("EC2NodeClass %s changed since launch", nc.Name)
 		}
 		if n.ImageID != "" && len(nc.AMIs) > 0 && !slices.Contains(nc.AMIs, n.ImageID) {
-			return fmt.Sprintf("AMI %s → %s", n.ImageID, strings.Join(nc.AMIs, ", "))
+			return DriftAMI, fmt.Sprintf("AMI %s → %s", n.ImageID, strings.Join(nc.AMIs, ", "))
 		}
 		if n.SubnetID != "" && len(nc.Subnets) > 0 && !slices.Contains(nc.Subnets, n.SubnetID) {
-			return fmt.Sprintf("subnet %s is no longer selected", n.SubnetID)
+			return DriftSubnet, fmt.Sprintf("subnet %s is no longer selected", n.SubnetID)
 		}
 		if len(n.SecurityGroupIDs) > 0 && len(nc.SecurityGroups) > 0 && !sameSet(n.SecurityGroupIDs, nc.SecurityGroups) {
-			return fmt.Sprintf("security groups [%s] → [%s]",
+			return DriftSecurityGroup, fmt.Sprintf("security groups [%s] → [%s]",
 				strings.Join(sortedCopy(n.SecurityGroupIDs), ", "), strings.Join(sortedCopy(nc.SecurityGroups), ", "))
 		}
 	}
-	return requirementsDrift(pool, n.Labels)
+	if m := requirementsDrift(pool, n.Labels); m != "" {
+		return DriftRequirements, m
+	}
+	return "", ""
 }
 
 // requirementsDrift: the node's labels no longer meet the pool's

@@ -129,3 +129,20 @@ func emptyAsNil(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// HashAnnotations are the drift stamps of np and nc (nc may be nil): their
+// hashes and hash versions, under the annotation keys a NodePool, an
+// EC2NodeClass and each Node and NodeClaim launched from them carry. Call
+// it on a defaulted pool and class.
+func HashAnnotations(np *apisv1.NodePool, nc *apisv1.EC2NodeClass) map[string]string {
+	out := map[string]string{}
+	if np != nil {
+		out[apisv1.AnnotationNodePoolHash] = NodePoolHash(np)
+		out[apisv1.AnnotationNodePoolHashVersion] = NodePoolHashVersion
+	}
+	if nc != nil {
+		out[apisv1.AnnotationNodeClassHash] = NodeClassHash(nc)
+		out[apisv1.AnnotationNodeClassHashVersion] = NodeClassHashVersion
+	}
+	return out
+}

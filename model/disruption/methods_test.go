@@ -223,6 +223,9 @@ func TestDrift(t *testing.T) {
 	if got, want := r.Commands[0].Message, "Drifted: AMI ami-a → ami-b"; got != want {
 		t.Errorf("message = %q, want %q", got, want)
 	}
+	if got := r.Verdicts[0].DriftKind; got != disruption.DriftAMI {
+		t.Errorf("drift kind = %q, want %q", got, disruption.DriftAMI)
+	}
 }
 
 // consolidationOff keeps a node out of consolidation by a recent pod event

@@ -287,9 +287,10 @@ type Verdict struct {
 	// nominated for a pending pod", "pdb \"default/web\" prevents pod
 	// evictions", "Can't replace with a cheaper node", ...).
 	Message string
-	// Drifted is the node's drift ("" when none); Unhealthy the repair
-	// finding ("" when none).
+	// Drifted is the node's drift ("" when none), DriftKind what drifted;
+	// Unhealthy the repair finding ("" when none).
 	Drifted   string
+	DriftKind DriftKind
 	Unhealthy string
 }
 

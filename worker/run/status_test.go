@@ -92,6 +92,7 @@ func TestStatusShowsNodesAndReadiness(t *testing.T) {
 	if got := pool.Status.Resources[status.ResourceNodes]; got.Value() != 1 {
 		t.Errorf("status.resources.nodes = %s, want 1", got.String())
 	}
+	checkDriftStamps(t, env.pool, &nodes.Items[0])
 	kubectlColumns(t, env.pool, "1", "True")
 
 	// The pods go, the node is consolidated away, the count follows.
@@ -101,6 +102,61 @@ func TestStatusShowsNodesAndReadiness(t *testing.T) {
 	}
 	waitPoolStatus(t, env.pool, 0)
 	kubectlColumns(t, env.pool, "0", "True")
+}
+
+// checkDriftStamps: the pool and its class carry their hashes, and the
+// node launched from them the same hashes plus the AMI, subnet and
+// security groups it was launched with, those the class resolves.
+func checkDriftStamps(t *testing.T, poolName string, node *corev1.Node) {
+	t.Helper()
+	var pool apisv1.NodePool
+	var class apisv1.EC2NodeClass
+	clustertesting.Eventually(t, time.Minute, "NodePool and EC2NodeClass annotated with their hashes", func(ctx context.Context) (bool, error) {
+		if err := getTyped(ctx, planning.NodePoolResource, poolName, &pool); err != nil {
+			return false, err
+		}
+		if err := getTyped(ctx, planning.EC2NodeClassResource, pool.NodeClassName(), &class); err != nil {
+			return false, err
+		}
+		return pool.Annotations[apisv1.AnnotationNodePoolHash] != "" && class.Annotations[apisv1.AnnotationNodeClassHash] != "", nil
+	})
+	a := node.Annotations
+	for _, key := range []string{apisv1.AnnotationNodePoolHash, apisv1.AnnotationNodePoolHashVersion} {
+		if a[key] != pool.Annotations[key] {
+			t.Errorf("Node %s annotation %s = %q, the NodePool's %q", node.Name, key, a[key], pool.Annotations[key])
+		}
+	}
+	for _, key := range []string{apisv1.AnnotationNodeClassHash, apisv1.AnnotationNodeClassHashVersion} {
+		if a[key] != class.Annotations[key] {
+			t.Errorf("Node %s annotation %s = %q, the EC2NodeClass's %q", node.Name, key, a[key], class.Annotations[key])
+		}
+	}
+	resolved := func(id string, ids []string) bool {
+		for _, x := range ids {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	var amis, subnets, groups []string
+	for _, x := range class.Status.AMIs {
+		amis = append(amis, x.ID)
+	}
+	for _, x := range class.Status.Subnets {
+		subnets = append(subnets, x.ID)
+	}
+	for _, x := range class.Status.SecurityGroups {
+		groups = append(groups, x.ID)
+	}
+	if !resolved(a[apisv1.AnnotationImageID], amis) || !resolved(a[apisv1.AnnotationSubnetID], subnets) {
+		t.Errorf("Node %s: image %q subnet %q, want among the class's %v and %v", node.Name, a[apisv1.AnnotationImageID], a[apisv1.AnnotationSubnetID], amis, subnets)
+	}
+	for _, g := range strings.Split(a[apisv1.AnnotationSecurityGroupIDs], ",") {
+		if !resolved(g, groups) {
+			t.Errorf("Node %s: security groups %q, want the class's %v", node.Name, a[apisv1.AnnotationSecurityGroupIDs], groups)
+		}
+	}
 }
 
 // TestNodePoolWithAMissingNodeClassIsNotReady: Ready=False naming the

@@ -25,6 +25,7 @@ import (
 	"github.com/millwright/millwright/activities/cloud"
 	"github.com/millwright/millwright/activities/planning"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/disruption"
 )
 
 // DefaultResolveInterval is how often an EC2NodeClass is resolved again
@@ -301,6 +302,10 @@ func (c *nodePoolController) reconcile(ctx context.Context, name string) (time.D
 	if wrote {
 		logWrite(c.logger, "NodePool", name, pool.Status.Conditions, status.Conditions, zap.Int64("nodes", status.Nodes))
 	}
+	if err != nil {
+		return 0, err
+	}
+	_, err = writeAnnotations(ctx, c.client, u, disruption.HashAnnotations(&pool, nil))
 	return 0, err
 }
 
@@ -389,6 +394,9 @@ func (c *nodeClassController) reconcile(ctx context.Context, name string) (time.
 			zap.Int("subnets", len(status.Subnets)), zap.Int("securityGroups", len(status.SecurityGroups)), zap.Int("amis", len(status.AMIs)))
 	}
 	if err != nil {
+		return 0, err
+	}
+	if _, err := writeAnnotations(ctx, c.client, u, disruption.HashAnnotations(nil, &class)); err != nil {
 		return 0, err
 	}
 	return c.interval, nil

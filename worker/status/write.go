@@ -136,3 +136,33 @@ func equalResources(a, b corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// writeAnnotations sets the given annotations on obj with a merge patch on
+// its metadata, when any differs; it reports whether it wrote. The drift
+// stamps (the NodePool's and EC2NodeClass's hashes) are written this way:
+// derived from the spec, a stale value is rewritten by the reconcile the
+// spec change brings.
+func writeAnnotations(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, want map[string]string) (bool, error) {
+	current := obj.GetAnnotations()
+	diff := map[string]string{}
+	for k, v := range want {
+		if current[k] != v {
+			diff[k] = v
+		}
+	}
+	if len(diff) == 0 {
+		return false, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": diff}})
+	if err != nil {
+		return false, err
+	}
+	_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("annotating %s %s with its hash: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return true, nil
+}
