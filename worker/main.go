@@ -20,11 +20,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/kube"
+	"github.com/millwright/millwright/model/disruption"
 	"github.com/millwright/millwright/worker/connect"
 	"github.com/millwright/millwright/worker/garbagecollection"
 	"github.com/millwright/millwright/worker/metrics"
 	"github.com/millwright/millwright/worker/run"
+	"github.com/millwright/millwright/worker/status"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -45,6 +48,8 @@ type flags struct {
 	metricsAddress      string
 	leaseNamespace      string
 	gcGrace             time.Duration
+	repairToleration    time.Duration
+	resolveInterval     time.Duration
 	kubeQPS             float32
 	kubeBurst           int
 }
@@ -66,6 +71,12 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := durationFromEnv(cmd, "gc-grace", "MILLWRIGHT_GC_GRACE", &f.gcGrace); err != nil {
+				return err
+			}
+			if err := durationFromEnv(cmd, "repair-toleration", "MILLWRIGHT_REPAIR_TOLERATION", &f.repairToleration); err != nil {
+				return err
+			}
+			if err := durationFromEnv(cmd, "nodeclass-resolve-interval", "MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL", &f.resolveInterval); err != nil {
 				return err
 			}
 			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
@@ -101,6 +112,10 @@ func newCommand() *cobra.Command {
 	fs.StringVar(&f.leaseNamespace, "lease-namespace", connect.EnvOr("POD_NAMESPACE", kube.DefaultLeaseNamespace), "namespace of the Leases that serialise each NodePool's disruption decisions; the worker's own namespace [$POD_NAMESPACE]")
 	fs.DurationVar(&f.gcGrace, "gc-grace", garbagecollection.DefaultGrace,
 		"terminate an instance tagged for the cluster that no node workflow runs this long after its launch [$MILLWRIGHT_GC_GRACE]")
+	fs.DurationVar(&f.repairToleration, "repair-toleration", disruption.DefaultRepairToleration,
+		"replace an initialized node whose Ready condition has been False or Unknown this long (at most 20% of a pool's nodes at once) [$MILLWRIGHT_REPAIR_TOLERATION]")
+	fs.DurationVar(&f.resolveInterval, "nodeclass-resolve-interval", status.DefaultResolveInterval,
+		"resolve an unchanged EC2NodeClass's AMIs, subnets and security groups again this often (drift follows what they resolve to) [$MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL]")
 	fs.Float32Var(&f.kubeQPS, "kube-qps", run.DefaultKubeQPS,
 		"client-side rate limit (queries per second) shared by every Kubernetes call of this worker [$MILLWRIGHT_KUBE_QPS]")
 	fs.IntVar(&f.kubeBurst, "kube-burst", run.DefaultKubeBurst,
@@ -137,26 +152,28 @@ func runWorker(ctx context.Context, f flags) error {
 	}
 	defer temporalClient.Close()
 	return run.Run(ctx, run.Config{
-		Temporal:               temporalClient,
-		Namespace:              f.temporal.Namespace,
-		TaskQueue:              f.taskQueue,
-		ClusterName:            f.clusterName,
-		Kubernetes:             kubeConfig,
-		ClusterEndpoint:        f.clusterEndpoint,
-		AWSRegion:              f.awsRegion,
-		AWSEndpoint:            f.awsEndpoint,
-		Pricing:                f.pricing,
-		InterruptionQueue:      f.interruptionQueue,
-		Provisioner:            workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
-		RegistrationTimeout:    f.registrationTimeout,
-		LeaseNamespace:         f.leaseNamespace,
-		GarbageCollectionGrace: f.gcGrace,
-		KubeQPS:                f.kubeQPS,
-		KubeBurst:              f.kubeBurst,
-		Identity:               os.Getenv("POD_NAME"),
-		MetricsAddress:         f.metricsAddress,
-		Metrics:                workerMetrics,
-		Logger:                 logger,
+		Temporal:                 temporalClient,
+		Namespace:                f.temporal.Namespace,
+		TaskQueue:                f.taskQueue,
+		ClusterName:              f.clusterName,
+		Kubernetes:               kubeConfig,
+		ClusterEndpoint:          f.clusterEndpoint,
+		AWSRegion:                f.awsRegion,
+		AWSEndpoint:              f.awsEndpoint,
+		Pricing:                  f.pricing,
+		InterruptionQueue:        f.interruptionQueue,
+		Provisioner:              workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
+		RegistrationTimeout:      f.registrationTimeout,
+		LeaseNamespace:           f.leaseNamespace,
+		GarbageCollectionGrace:   f.gcGrace,
+		Disruption:               workflows.DisruptionInput{Options: activities.DisruptionOptions{RepairToleration: f.repairToleration}},
+		NodeClassResolveInterval: f.resolveInterval,
+		KubeQPS:                  f.kubeQPS,
+		KubeBurst:                f.kubeBurst,
+		Identity:                 os.Getenv("POD_NAME"),
+		MetricsAddress:           f.metricsAddress,
+		Metrics:                  workerMetrics,
+		Logger:                   logger,
 	})
 }
 

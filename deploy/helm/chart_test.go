@@ -201,9 +201,11 @@ func TestRenderDefaults(t *testing.T) {
 		// cannot drift from it.
 		"MILLWRIGHT_METRICS_ADDRESS": ":8080",
 		// Karpenter's client rates, not client-go's 5/10.
-		"MILLWRIGHT_KUBE_QPS":   "200",
-		"MILLWRIGHT_KUBE_BURST": "300",
-		"MILLWRIGHT_GC_GRACE":   "5m",
+		"MILLWRIGHT_KUBE_QPS":                   "200",
+		"MILLWRIGHT_KUBE_BURST":                 "300",
+		"MILLWRIGHT_GC_GRACE":                   "5m",
+		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
+		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
 		// From the downward API (no literal value): checked in
 		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
 		"POD_NAMESPACE": "",
@@ -320,25 +322,27 @@ extraArgs: ["--batch-idle-duration=2s"]
 		t.Errorf("replicas = %d", *d.Spec.Replicas)
 	}
 	want := map[string]string{
-		"TEMPORAL_ADDRESS":              "prod.a1b2c.tmprl.cloud:7233",
-		"TEMPORAL_NAMESPACE":            "prod.a1b2c",
-		"MILLWRIGHT_TASK_QUEUE":         "millwright-prod",
-		"TEMPORAL_TLS_SERVER_NAME":      "prod.a1b2c.tmprl.cloud",
-		"TEMPORAL_TLS_CERT":             "/etc/millwright/temporal-tls/tls.crt",
-		"TEMPORAL_TLS_KEY":              "/etc/millwright/temporal-tls/tls.key",
-		"TEMPORAL_TLS_CA":               "/etc/millwright/temporal-tls/ca.crt",
-		"MILLWRIGHT_CLUSTER_NAME":       "prod",
-		"MILLWRIGHT_CLUSTER_ENDPOINT":   "https://ABC.gr7.us-west-2.eks.amazonaws.com",
-		"AWS_REGION":                    "us-west-2",
-		"MILLWRIGHT_PRICING":            "true",
-		"MILLWRIGHT_INTERRUPTION_QUEUE": "Millwright-prod",
-		"MILLWRIGHT_LOG_LEVEL":          "debug",
-		"MILLWRIGHT_METRICS_ADDRESS":    ":8080",
-		"MILLWRIGHT_KUBE_QPS":           "50",
-		"MILLWRIGHT_KUBE_BURST":         "75",
-		"MILLWRIGHT_GC_GRACE":           "10m",
-		"POD_NAMESPACE":                 "", // the downward API's
-		"POD_NAME":                      "",
+		"TEMPORAL_ADDRESS":                      "prod.a1b2c.tmprl.cloud:7233",
+		"TEMPORAL_NAMESPACE":                    "prod.a1b2c",
+		"MILLWRIGHT_TASK_QUEUE":                 "millwright-prod",
+		"TEMPORAL_TLS_SERVER_NAME":              "prod.a1b2c.tmprl.cloud",
+		"TEMPORAL_TLS_CERT":                     "/etc/millwright/temporal-tls/tls.crt",
+		"TEMPORAL_TLS_KEY":                      "/etc/millwright/temporal-tls/tls.key",
+		"TEMPORAL_TLS_CA":                       "/etc/millwright/temporal-tls/ca.crt",
+		"MILLWRIGHT_CLUSTER_NAME":               "prod",
+		"MILLWRIGHT_CLUSTER_ENDPOINT":           "https://ABC.gr7.us-west-2.eks.amazonaws.com",
+		"AWS_REGION":                            "us-west-2",
+		"MILLWRIGHT_PRICING":                    "true",
+		"MILLWRIGHT_INTERRUPTION_QUEUE":         "Millwright-prod",
+		"MILLWRIGHT_LOG_LEVEL":                  "debug",
+		"MILLWRIGHT_METRICS_ADDRESS":            ":8080",
+		"MILLWRIGHT_KUBE_QPS":                   "50",
+		"MILLWRIGHT_KUBE_BURST":                 "75",
+		"MILLWRIGHT_GC_GRACE":                   "10m",
+		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
+		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
+		"POD_NAMESPACE":                         "", // the downward API's
+		"POD_NAME":                              "",
 	}
 	got := map[string]string{}
 	for name, e := range env(t, d) {

@@ -109,6 +109,10 @@ type Config struct {
 	// garbage collection looks. Zero: garbagecollection's defaults (5m, 1m).
 	GarbageCollectionGrace    time.Duration
 	GarbageCollectionInterval time.Duration
+	// NodeClassResolveInterval is how often an unchanged EC2NodeClass is
+	// resolved again (a new AMI release, subnets tagged or untagged); zero
+	// means status.DefaultResolveInterval (5m).
+	NodeClassResolveInterval time.Duration
 
 	// MetricsAddress is where /metrics, /healthz and /readyz are served
 	// (e.g. ":8080"); empty serves nothing.
@@ -266,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	statusOptions := status.Options{
 		Informers: factory, DynamicInformers: dynamicFactory, Dynamic: dynamicClient,
-		Resolver: acts.Cloud().NodeClasses, Clock: cfg.Clock, Logger: logger,
+		Resolver: acts.Cloud().NodeClasses, ResolveInterval: cfg.NodeClassResolveInterval, Clock: cfg.Clock, Logger: logger,
 	}
 	if profiles := acts.Cloud().InstanceProfiles; profiles != nil {
 		statusOptions.InstanceProfiles = profiles
