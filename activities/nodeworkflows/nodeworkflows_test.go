@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap/zaptest"
@@ -242,5 +247,81 @@ func TestInvalidRequestsFailWithoutRetry(t *testing.T) {
 	// Nothing of an invalid request is started.
 	if _, err := env.Client.DescribeWorkflowExecution(context.Background(), valid.WorkflowID, ""); err == nil {
 		t.Errorf("workflow %s was started by an invalid request", valid.WorkflowID)
+	}
+}
+
+// concurrencyProbe is the real client, with ExecuteWorkflow counting the
+// starts in flight. The first maxConcurrentStarts starts wait for one
+// another, so a starter that starts one at a time fails at once.
+type concurrencyProbe struct {
+	client.Client
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	arrived  int
+	barrier  chan struct{}
+}
+
+func (p *concurrencyProbe) ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+	p.mu.Lock()
+	p.inFlight++
+	p.peak = max(p.peak, p.inFlight)
+	p.arrived++
+	waits := p.arrived <= maxConcurrentStarts
+	if p.arrived == maxConcurrentStarts {
+		close(p.barrier)
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.inFlight--
+		p.mu.Unlock()
+	}()
+	if waits {
+		select {
+		case <-p.barrier:
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("probe: the other starts never came; starts are not concurrent")
+		}
+	}
+	return p.Client.ExecuteWorkflow(ctx, options, workflow, args...)
+}
+
+// A large batch starts maxConcurrentStarts workflows at a time (never
+// more), and reports them in request order.
+func TestLargeBatchStartsConcurrentlyAndReportsInOrder(t *testing.T) {
+	probe := &concurrencyProbe{Client: env.Client, barrier: make(chan struct{})}
+	s, err := New(probe, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := uniqueName("queue")
+	var nodes, existing []activities.NodeWorkflowStart
+	for i := range 2*maxConcurrentStarts + 3 {
+		node := nodeStart(uniqueName(fmt.Sprintf("claim-%02d", i)))
+		nodes = append(nodes, node)
+		if i%5 == 0 {
+			existing = append(existing, node)
+		}
+	}
+	if _, err := newStarter(t).StartNodeWorkflows(t.Context(), activities.StartNodeWorkflowsRequest{WorkflowType: workflows.NodeWorkflowType, TaskQueue: queue, Nodes: existing}); err != nil {
+		t.Fatal(err)
+	}
+
+	resp := startNodes(t, s, activities.StartNodeWorkflowsRequest{WorkflowType: workflows.NodeWorkflowType, TaskQueue: queue, Nodes: nodes})
+
+	var wantStarted, wantExisted []string
+	for i, node := range nodes {
+		if i%5 == 0 {
+			wantExisted = append(wantExisted, node.WorkflowID)
+		} else {
+			wantStarted = append(wantStarted, node.WorkflowID)
+		}
+	}
+	if !slices.Equal(resp.Started, wantStarted) || !slices.Equal(resp.AlreadyExisted, wantExisted) {
+		t.Fatalf("response %+v,\nwant started %v and already existing %v, in request order", resp, wantStarted, wantExisted)
+	}
+	if probe.peak != maxConcurrentStarts {
+		t.Errorf("%d starts in flight at most, want %d", probe.peak, maxConcurrentStarts)
 	}
 }
