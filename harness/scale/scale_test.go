@@ -78,19 +78,26 @@ func TestScale(t *testing.T) {
 
 // result is one scenario's figures.
 type result struct {
-	scenario                         string
-	pods                             int
-	podsCreated, allRunning          time.Duration
-	nodes                            int
-	dollarsPerHour                   float64
-	cpuUtilization, memUtilization   float64
-	toFleet, toReady                 []time.Duration
-	toZero                           time.Duration
-	nodesLeft, instancesLeft         int
-	heapPeak, rssPeak                int64
-	eventsPerNode                    float64
-	eventsPerNodeMax                 int64
-	provisionerEvents, provisionerCN int64
+	scenario                       string
+	pods                           int
+	podsCreated, allRunning        time.Duration
+	nodes                          int
+	dollarsPerHour                 float64
+	cpuUtilization, memUtilization float64
+	toFleet, toReady               []time.Duration
+	// toUnschedulable is the scheduler's share (pod created → marked
+	// unschedulable); unschedulableToFleet and workflowToFleet are
+	// Millwright's (marked → CreateFleet; node workflow started →
+	// CreateFleet).
+	toUnschedulable, unschedulableToFleet, workflowToFleet []time.Duration
+	provisioner, nodeSignals                               provisionerProfile
+	nodeWorkflowsProfiled                                  int
+	toZero                                                 time.Duration
+	nodesLeft, instancesLeft                               int
+	heapPeak, rssPeak                                      int64
+	eventsPerNode                                          float64
+	eventsPerNodeMax                                       int64
+	provisionerEvents, provisionerCN                       int64
 }
 
 func (r result) String() string {
@@ -100,10 +107,15 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "  all Running             %s\n", r.allRunning.Round(100*time.Millisecond))
 	fmt.Fprintf(&b, "  nodes                   %d, $%.2f/h, reserved CPU %.0f%%, memory %.0f%%\n", r.nodes, r.dollarsPerHour, 100*r.cpuUtilization, 100*r.memUtilization)
 	fmt.Fprintf(&b, "  pod → CreateFleet       p50 %s, p99 %s\n", percentile(r.toFleet, 50), percentile(r.toFleet, 99))
+	fmt.Fprintf(&b, "    pod → unschedulable   p50 %s, p99 %s (the scheduler's share)\n", percentile(r.toUnschedulable, 50), percentile(r.toUnschedulable, 99))
+	fmt.Fprintf(&b, "    unschedulable → Fleet p50 %s, p99 %s (Millwright's share)\n", percentile(r.unschedulableToFleet, 50), percentile(r.unschedulableToFleet, 99))
+	fmt.Fprintf(&b, "    workflow → Fleet      p50 %s, p99 %s (node workflow started → CreateFleet)\n", percentile(r.workflowToFleet, 50), percentile(r.workflowToFleet, 99))
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
 	fmt.Fprintf(&b, "  history events          %.1f per node workflow (max %d), provisioner %d in its current run after %d continue-as-new\n", r.eventsPerNode, r.eventsPerNodeMax, r.provisionerEvents, r.provisionerCN)
+	fmt.Fprintf(&b, "  provisioner             %s\n", r.provisioner)
+	fmt.Fprintf(&b, "  node workflow signals   %s (over %d node workflows)\n", r.nodeSignals.signalsString(), r.nodeWorkflowsProfiled)
 	return b.String()
 }
 
@@ -127,6 +139,11 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	if _, err := s.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	tracker, err := startPodTracker(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tracker.close()
 	memory := startMemorySampler(s)
 	created := time.Now()
 	var wg sync.WaitGroup
@@ -146,33 +163,27 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		t.Fatal(err)
 	}
 
-	var pods []corev1.Pod
 	limit := bound(runningBoundPer1000, r.pods)
 	for {
-		list, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			pods = list.Items
-			if r.podsCreated == 0 && len(pods) >= r.pods {
-				r.podsCreated = time.Since(created)
-			}
-			running := 0
-			for i := range pods {
-				if stacktest.PodAvailable(&pods[i]) {
-					running++
-				}
-			}
-			if running >= r.pods {
-				r.allRunning = time.Since(created)
-				break
-			}
-			if time.Since(created) > limit {
-				t.Errorf("scenario %s: %d of %d pods Running after %s", sc.name, running, r.pods, limit)
-				break
-			}
+		existing, running, lastCreated := tracker.counts()
+		if r.podsCreated == 0 && existing >= r.pods {
+			r.podsCreated = max(0, lastCreated.Sub(created))
+		}
+		if running >= r.pods {
+			r.allRunning = time.Since(created)
+			break
+		}
+		if time.Since(created) > limit {
+			t.Errorf("scenario %s: %d of %d pods Running after %s", sc.name, running, r.pods, limit)
+			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	measureNodes(ctx, s, pods, &r)
+	var pods []corev1.Pod
+	if list, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		pods = list.Items
+	}
+	measureNodes(ctx, s, pods, tracker, &r)
 
 	deleted := time.Now()
 	for _, d := range sc.deployments {
@@ -225,7 +236,7 @@ type instanceInfo struct {
 }
 
 // measureNodes fills nodes, $/h, utilization and the per-pod latencies.
-func measureNodes(ctx context.Context, s *driver.Stack, pods []corev1.Pod, r *result) {
+func measureNodes(ctx context.Context, s *driver.Stack, pods []corev1.Pod, tracker *podTracker, r *result) {
 	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 	if err != nil {
 		return
@@ -253,8 +264,15 @@ func measureNodes(ctx context.Context, s *driver.Stack, pods []corev1.Pod, r *re
 			memRequested.Add(c.Resources.Requests[corev1.ResourceMemory])
 		}
 		createdAt := p.CreationTimestamp.Time
+		unschedulable, marked := tracker.unschedulableAt(p.UID)
+		if marked {
+			r.toUnschedulable = append(r.toUnschedulable, max(0, unschedulable.Sub(createdAt)))
+		}
 		if launched, ok := launchOf[p.Spec.NodeName]; ok {
 			r.toFleet = append(r.toFleet, max(0, launched.Sub(createdAt)))
+			if marked {
+				r.unschedulableToFleet = append(r.unschedulableToFleet, max(0, launched.Sub(unschedulable)))
+			}
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -270,11 +288,21 @@ func measureNodes(ctx context.Context, s *driver.Stack, pods []corev1.Pod, r *re
 	}
 }
 
+// maxNodeWorkflowsProfiled bounds the node workflow histories read for
+// their signal counts.
+const maxNodeWorkflowsProfiled = 100
+
 // measureHistories reads the history lengths of the pool's node workflows
 // and of the provisioner from visibility.
 func measureHistories(ctx context.Context, s *driver.Stack, r *result) {
 	var total, count int64
 	provisioner := workflows.ProvisionerWorkflowID(s.Local.ClusterName())
+	launchOfClaim := map[string]time.Time{}
+	for _, i := range s.Emulator().State().Instances {
+		if i.Tags[apisv1.TagNodePool] == poolName {
+			launchOfClaim[i.Tags[apisv1.TagNodeClaim]] = i.LaunchTime
+		}
+	}
 	query := fmt.Sprintf("%s OR WorkflowId = '%s'", stacktest.PoolQuery(poolName), provisioner)
 	var token []byte
 	for {
@@ -283,13 +311,23 @@ func measureHistories(ctx context.Context, s *driver.Stack, r *result) {
 			return
 		}
 		for _, info := range resp.Executions {
-			if info.GetExecution().GetWorkflowId() == provisioner {
+			execution := info.GetExecution()
+			if execution.GetWorkflowId() == provisioner {
 				if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 					r.provisionerEvents = info.GetHistoryLength()
 				} else {
 					r.provisionerCN++
 				}
+				profileWorkflow(ctx, s, execution.GetWorkflowId(), execution.GetRunId(), &r.provisioner)
 				continue
+			}
+			claim := execution.GetWorkflowId()[strings.LastIndex(execution.GetWorkflowId(), "/")+1:]
+			if launched, ok := launchOfClaim[claim]; ok {
+				r.workflowToFleet = append(r.workflowToFleet, max(0, launched.Sub(info.GetStartTime().AsTime())))
+			}
+			if r.nodeWorkflowsProfiled < maxNodeWorkflowsProfiled {
+				profileWorkflow(ctx, s, execution.GetWorkflowId(), execution.GetRunId(), &r.nodeSignals)
+				r.nodeWorkflowsProfiled++
 			}
 			total += info.GetHistoryLength()
 			count++

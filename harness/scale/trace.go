@@ -1,0 +1,181 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/millwright/millwright/harness/driver"
+	"github.com/millwright/millwright/local/stack/stacktest"
+)
+
+// podTracker follows the scenario's pods through a watch (instead of
+// listing thousands of pods twice a second on the loaded apiserver) and
+// records when the scheduler first marked each one unschedulable: the
+// condition's own time, set by the scheduler, so the tracker's lag does not
+// count.
+type podTracker struct {
+	stop chan struct{}
+
+	mu            sync.Mutex
+	lastCreated   time.Time
+	seen          map[types.UID]bool
+	available     map[types.UID]bool
+	unschedulable map[types.UID]time.Time
+}
+
+func startPodTracker(s *driver.Stack) (*podTracker, error) {
+	t := &podTracker{
+		stop:          make(chan struct{}),
+		seen:          map[types.UID]bool{},
+		available:     map[types.UID]bool{},
+		unschedulable: map[types.UID]time.Time{},
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithNamespace(namespace))
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.observe,
+		UpdateFunc: func(_, obj any) { t.observe(obj) },
+		DeleteFunc: t.forget,
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(t.stop)
+	for _, synced := range factory.WaitForCacheSync(t.stop) {
+		if !synced {
+			return nil, fmt.Errorf("pod tracker: cache did not sync")
+		}
+	}
+	return t, nil
+}
+
+func (t *podTracker) observe(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seen[pod.UID] = true
+	if created := pod.CreationTimestamp.Time; created.After(t.lastCreated) {
+		t.lastCreated = created
+	}
+	t.available[pod.UID] = stacktest.PodAvailable(pod)
+	if _, known := t.unschedulable[pod.UID]; !known {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				t.unschedulable[pod.UID] = c.LastTransitionTime.Time
+			}
+		}
+	}
+}
+
+func (t *podTracker) forget(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		t.mu.Lock()
+		delete(t.seen, pod.UID)
+		delete(t.available, pod.UID)
+		t.mu.Unlock()
+	}
+}
+
+// counts are the pods that exist and those Running and Ready, and the
+// creation time of the newest.
+func (t *podTracker) counts() (existing, running int, lastCreated time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ok := range t.available {
+		if ok {
+			running++
+		}
+	}
+	return len(t.seen), running, t.lastCreated
+}
+
+// unschedulableAt is when the scheduler first marked pod unschedulable.
+func (t *podTracker) unschedulableAt(pod types.UID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.unschedulable[pod]
+	return at, ok
+}
+
+func (t *podTracker) close() { close(t.stop) }
+
+// provisionerProfile is where the provisioner's time went: its batches'
+// Plan and StartNodeWorkflows activities (scheduled → completed) and the
+// signals it received, over every run.
+type provisionerProfile struct {
+	plans, starts []time.Duration
+	signals       map[string]int
+}
+
+func (p provisionerProfile) String() string {
+	return fmt.Sprintf("%d batches, Plan p50 %s max %s (total %s), StartNodeWorkflows p50 %s max %s (total %s); signals %s",
+		len(p.plans), percentile(p.plans, 50), percentile(p.plans, 100), sum(p.plans).Round(100*time.Millisecond),
+		percentile(p.starts, 50), percentile(p.starts, 100), sum(p.starts).Round(100*time.Millisecond), p.signalsString())
+}
+
+func (p provisionerProfile) signalsString() string {
+	var names []string
+	for name, n := range p.signals {
+		names = append(names, fmt.Sprintf("%s %d", name, n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var total time.Duration
+	for _, d := range ds {
+		total += d
+	}
+	return total
+}
+
+// profileWorkflow reads every event of one run and adds its activities'
+// durations and its signals to p.
+func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID string, p *provisionerProfile) {
+	scheduled := map[int64]*historypb.HistoryEvent{}
+	iter := s.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		event, err := iter.Next()
+		if err != nil {
+			return
+		}
+		switch event.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			scheduled[event.GetEventId()] = event
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			from, ok := scheduled[event.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]
+			if !ok {
+				continue
+			}
+			took := event.GetEventTime().AsTime().Sub(from.GetEventTime().AsTime())
+			switch from.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() {
+			case "Plan":
+				p.plans = append(p.plans, took)
+			case "StartNodeWorkflows":
+				p.starts = append(p.starts, took)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if p.signals == nil {
+				p.signals = map[string]int{}
+			}
+			p.signals[event.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()]++
+		}
+	}
+}
