@@ -1,10 +1,13 @@
 package awsemu
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -438,4 +441,47 @@ func TestThrottling(t *testing.T) {
 			t.Errorf("patterns %q and %q (%d throttled)", a, b, throttled)
 		}
 	})
+}
+
+// gatheringRegistrar registers a Node only once want registrations are in
+// flight together, as the kubelets of instances booted at once do; a
+// registrar called one Node at a time times out.
+type gatheringRegistrar struct {
+	*recordingRegistrar
+	want     int
+	mu       sync.Mutex
+	arrived  int
+	together chan struct{}
+}
+
+func (g *gatheringRegistrar) Register(ctx context.Context, node *corev1.Node) error {
+	g.mu.Lock()
+	g.arrived++
+	if g.arrived == g.want {
+		close(g.together)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.together:
+	case <-time.After(10 * time.Second):
+		return errors.New("registrations came one at a time")
+	}
+	return g.recordingRegistrar.Register(ctx, node)
+}
+
+// Instances that boot together register their Nodes concurrently, not one
+// after another behind one client.
+func TestInstancesBootedTogetherRegisterConcurrently(t *testing.T) {
+	const instances = 8
+	registrar := &gatheringRegistrar{recordingRegistrar: newRecordingRegistrar(), want: instances, together: make(chan struct{})}
+	h := newHarness(t, func(o *Options) { o.BootDelay = time.Second; o.Registrar = registrar })
+	for range instances {
+		h.runOne("m5.large", nil)
+	}
+
+	h.step(time.Second)
+
+	if got := registrar.count(); got != instances {
+		t.Fatalf("%d Nodes registered, want %d", got, instances)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -245,9 +246,36 @@ func (e *Emulator) Reconcile(ctx context.Context) {
 	pending := e.effects
 	e.effects = nil
 	e.mu.Unlock()
+	e.runEffects(ctx, pending)
+}
+
+// maxConcurrentEffects bounds the Node calls in flight: each instance's
+// kubelet registers its own Node, so many register at once, as in EC2.
+const maxConcurrentEffects = 32
+
+// runEffects runs each instance's effects in order, different instances'
+// concurrently, and returns when all are done.
+func (e *Emulator) runEffects(ctx context.Context, pending []effect) {
+	var order []string
+	byInstance := map[string][]effect{}
 	for _, ef := range pending {
-		e.runEffect(ctx, ef)
+		if _, seen := byInstance[ef.instanceID]; !seen {
+			order = append(order, ef.instanceID)
+		}
+		byInstance[ef.instanceID] = append(byInstance[ef.instanceID], ef)
 	}
+	slots := make(chan struct{}, maxConcurrentEffects)
+	var wg sync.WaitGroup
+	for _, id := range order {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for _, ef := range byInstance[id] {
+				e.runEffect(ctx, ef)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // loop waits for the next due event (on the injected clock) or a wake-up, and

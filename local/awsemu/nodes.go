@@ -17,7 +17,8 @@ import (
 
 // NodeRegistrar is what a booted instance's kubelet and the cloud controller
 // manager do to the cluster: create the instance's Node when it runs, delete
-// it after the instance is gone.
+// it after the instance is gone. It is called concurrently for different
+// instances (never for one instance twice at once).
 type NodeRegistrar interface {
 	// Register creates the Node. A Node of that name with the same provider
 	// ID already existing is success (a kubelet re-registering).
@@ -242,12 +243,23 @@ type KubernetesRegistrar struct {
 
 // NewKubernetesRegistrar connects to the cluster cfg points at.
 func NewKubernetesRegistrar(cfg *rest.Config) (*KubernetesRegistrar, error) {
+	// Every kubelet has a client of its own; one client at client-go's
+	// default 5 QPS would make the 50th Node of a burst wait ~20 s.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = registrarQPS, registrarBurst
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("awsemu: Kubernetes client for Node registration: %w", err)
 	}
 	return &KubernetesRegistrar{client: cs}, nil
 }
+
+// The registrar's client rates: the kubelets of a few hundred instances
+// registering at once.
+const (
+	registrarQPS   = 500
+	registrarBurst = 1000
+)
 
 // NewKubernetesRegistrarForClient uses an existing clientset.
 func NewKubernetesRegistrarForClient(client kubernetes.Interface) *KubernetesRegistrar {
