@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +26,16 @@ const podsByNodeIndex = "millwright.dev/pods-by-node"
 // maxPodKeysPerSignal bounds one podsPending signal's payload.
 const maxPodKeysPerSignal = 1000
 
+// nodeCountDelay gathers a node's pod events into one pods-changed signal:
+// the count is read and sent this long after the first event, so the 50
+// pods bound to a new node in a second are one signal (and one workflow
+// task), not 50. Emptiness waits consolidateAfter; a second is nothing.
+const nodeCountDelay = time.Second
+
+// nodeCountWorkers send pods-changed signals to different nodes' workflows
+// at once; one node's are never sent concurrently (the queue's guarantee).
+const nodeCountWorkers = 4
+
 // PodWatcher feeds the provisioner with provisionable pods and each node
 // workflow with its node's pod count.
 type PodWatcher struct {
@@ -42,9 +53,9 @@ type PodWatcher struct {
 	pending    workqueue.TypedRateLimitingInterface[string]
 	nodeCounts workqueue.TypedRateLimitingInterface[string]
 	// reported remembers the last count sent per node, so a pod's status
-	// updates do not each become a signal. Only the node-count goroutine
-	// touches it.
-	reported map[string]int
+	// updates do not each become a signal.
+	reportedMu sync.Mutex
+	reported   map[string]int
 	// Disruption, when set, is poked when a bound pod goes away: its node
 	// may now be empty or underutilized.
 	Disruption *Trigger
@@ -53,6 +64,9 @@ type PodWatcher struct {
 // NewPodWatcher registers its handlers on the factory's pod and node
 // informers; start the factory, then Run.
 func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisioner, c clock.PassiveClock, logger *zap.Logger) (*PodWatcher, error) {
+	// The node-count queue's delay runs on c when c can tick (a fake clock
+	// in tests).
+	queueClock, _ := c.(clock.WithTicker)
 	w := &PodWatcher{
 		provisioner: provisioner,
 		signaler:    provisioner.Signaler,
@@ -64,7 +78,7 @@ func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisio
 		pending: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "provisionable-pods"}),
 		nodeCounts: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-pod-counts"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-pod-counts", Clock: queueClock}),
 		reported: map[string]int{},
 	}
 	if err := w.pods.AddIndexers(cache.Indexers{podsByNodeIndex: func(obj any) ([]string, error) {
@@ -102,10 +116,10 @@ func (w *PodWatcher) onPod(old, obj any) {
 		w.pending.Add(cache.MetaObjectToName(pod).String())
 	}
 	if pod.Spec.NodeName != "" {
-		w.nodeCounts.Add(pod.Spec.NodeName)
+		w.nodeCounts.AddAfter(pod.Spec.NodeName, nodeCountDelay)
 	}
 	if oldPod, ok := old.(*corev1.Pod); ok && oldPod.Spec.NodeName != "" && oldPod.Spec.NodeName != pod.Spec.NodeName {
-		w.nodeCounts.Add(oldPod.Spec.NodeName)
+		w.nodeCounts.AddAfter(oldPod.Spec.NodeName, nodeCountDelay)
 	}
 }
 
@@ -117,7 +131,11 @@ func (w *PodWatcher) Run(ctx context.Context) {
 		w.nodeCounts.ShutDown()
 	}()
 	go w.runPending(ctx)
-	w.runNodeCounts(ctx)
+	var workers sync.WaitGroup
+	for range nodeCountWorkers {
+		workers.Go(func() { w.runNodeCounts(ctx) })
+	}
+	workers.Wait()
 }
 
 // runPending sends provisionable pods to the provisioner, many keys per
@@ -173,7 +191,9 @@ func (w *PodWatcher) runNodeCounts(ctx context.Context) {
 func (w *PodWatcher) reportNodeCount(ctx context.Context, nodeName string) error {
 	obj, exists, err := w.nodes.GetIndexer().GetByKey(nodeName)
 	if err != nil || !exists {
+		w.reportedMu.Lock()
 		delete(w.reported, nodeName)
+		w.reportedMu.Unlock()
 		return err
 	}
 	node := obj.(*corev1.Node)
@@ -191,7 +211,10 @@ func (w *PodWatcher) reportNodeCount(ctx context.Context, nodeName string) error
 			count++
 		}
 	}
-	if last, ok := w.reported[nodeName]; ok && last == count {
+	w.reportedMu.Lock()
+	last, ok := w.reported[nodeName]
+	w.reportedMu.Unlock()
+	if ok && last == count {
 		return nil
 	}
 	err = signalNode(ctx, w.signaler, w.cluster, nodeClaim, workflows.SignalPodsChanged,
@@ -199,7 +222,9 @@ func (w *PodWatcher) reportNodeCount(ctx context.Context, nodeName string) error
 	if err != nil {
 		return err
 	}
+	w.reportedMu.Lock()
 	w.reported[nodeName] = count
+	w.reportedMu.Unlock()
 	return nil
 }
 
