@@ -92,12 +92,15 @@ type result struct {
 	toUnschedulable, unschedulableToFleet, workflowToFleet []time.Duration
 	provisioner, nodeSignals                               provisionerProfile
 	nodeWorkflowsProfiled                                  int
-	toZero                                                 time.Duration
-	nodesLeft, instancesLeft                               int
-	heapPeak, rssPeak                                      int64
-	eventsPerNode                                          float64
-	eventsPerNodeMax                                       int64
-	provisionerEvents, provisionerCN                       int64
+	// workflowTaskWait and activityWait are the tasks' schedule-to-start
+	// latencies while the pods came up.
+	workflowTaskWait, activityWait   taskLatency
+	toZero                           time.Duration
+	nodesLeft, instancesLeft         int
+	heapPeak, rssPeak                int64
+	eventsPerNode                    float64
+	eventsPerNodeMax                 int64
+	provisionerEvents, provisionerCN int64
 }
 
 func (r result) String() string {
@@ -110,6 +113,7 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "    pod → unschedulable   p50 %s, p99 %s (the scheduler's share)\n", percentile(r.toUnschedulable, 50), percentile(r.toUnschedulable, 99))
 	fmt.Fprintf(&b, "    unschedulable → Fleet p50 %s, p99 %s (Millwright's share)\n", percentile(r.unschedulableToFleet, 50), percentile(r.unschedulableToFleet, 99))
 	fmt.Fprintf(&b, "    workflow → Fleet      p50 %s, p99 %s (node workflow started → CreateFleet)\n", percentile(r.workflowToFleet, 50), percentile(r.workflowToFleet, 99))
+	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, until all Running)\n", r.workflowTaskWait, r.activityWait)
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
@@ -145,6 +149,7 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	}
 	defer tracker.close()
 	memory := startMemorySampler(s)
+	workflowTasksBefore, activitiesBefore := scrapeTaskLatency(s, workflowTaskScheduleToStart), scrapeTaskLatency(s, activityScheduleToStart)
 	created := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(sc.deployments))
@@ -179,6 +184,8 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	r.workflowTaskWait = scrapeTaskLatency(s, workflowTaskScheduleToStart).minus(workflowTasksBefore)
+	r.activityWait = scrapeTaskLatency(s, activityScheduleToStart).minus(activitiesBefore)
 	var pods []corev1.Pod
 	if list, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{}); err == nil {
 		pods = list.Items

@@ -1,9 +1,12 @@
 package scale
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -178,4 +181,67 @@ func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID str
 			p.signals[event.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()]++
 		}
 	}
+}
+
+// taskLatency is the workers' summed Temporal SDK histogram for one
+// schedule-to-start latency (workflow tasks or activities): how long tasks
+// waited in the task queue for a worker's poller.
+type taskLatency struct{ sum, count float64 }
+
+func (l taskLatency) minus(before taskLatency) taskLatency {
+	return taskLatency{sum: l.sum - before.sum, count: l.count - before.count}
+}
+
+func (l taskLatency) String() string {
+	if l.count <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("mean %s over %.0f", time.Duration(l.sum/l.count*float64(time.Second)).Round(time.Millisecond), l.count)
+}
+
+// Schedule-to-start histograms of the Temporal SDK (tally's Prometheus
+// names).
+const (
+	workflowTaskScheduleToStart = "temporal_workflow_task_schedule_to_start_latency"
+	activityScheduleToStart     = "temporal_activity_schedule_to_start_latency"
+)
+
+// scrapeTaskLatency sums name's histogram (_sum, _count; every label set)
+// over the workers' /metrics.
+func scrapeTaskLatency(s *driver.Stack, name string) taskLatency {
+	var total taskLatency
+	for _, addr := range s.MetricsAddrs {
+		c := http.Client{Timeout: 2 * time.Second}
+		resp, err := c.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		scanner := bufio.NewScanner(resp.Body)
+		scanner.Buffer(make([]byte, 64*1024), 4*1024*1024)
+		for scanner.Scan() {
+			line := scanner.Text()
+			if !strings.HasPrefix(line, name) {
+				continue
+			}
+			metric, value, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			if i := strings.IndexByte(metric, '{'); i >= 0 {
+				metric = metric[:i]
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.HasSuffix(metric, "_sum"):
+				total.sum += f
+			case strings.HasSuffix(metric, "_count"):
+				total.count += f
+			}
+		}
+		resp.Body.Close()
+	}
+	return total
 }
