@@ -226,7 +226,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer acts.Close()
 
-	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, sdkworker.Options{})
+	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, workerOptions())
 	workflows.Register(temporalWorker)
 	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Clock))
 	activities.RegisterDisruptionCommands(temporalWorker, acts)
@@ -442,4 +442,21 @@ func clusterCA(config *rest.Config) ([]byte, error) {
 		return nil, fmt.Errorf("worker: reading the cluster CA (certificate-authority) %s: %w", config.CAFile, err)
 	}
 	return ca, nil
+}
+
+// Task pollers per worker. The SDK's default, 2 of each, caps what a worker
+// takes from the task queue at 2 tasks per poll round trip: when a batch
+// starts 50 node workflows, each needing several workflow tasks and
+// activities before its CreateFleet, tasks wait in the queue for a poller.
+const (
+	workflowTaskPollers = 8
+	activityTaskPollers = 8
+)
+
+// workerOptions are the Temporal worker's options.
+func workerOptions() sdkworker.Options {
+	return sdkworker.Options{
+		MaxConcurrentWorkflowTaskPollers: workflowTaskPollers,
+		MaxConcurrentActivityTaskPollers: activityTaskPollers,
+	}
 }
