@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,5 +74,49 @@ func TestNodeClaimWriteFailuresDoNotStopTheNode(t *testing.T) {
 	}
 	if !h.rec.hasLog("Could not write the NodeClaim") {
 		t.Error("the failed write was not logged")
+	}
+}
+
+// The launch does not wait for the NodeClaim: the Launching write is still
+// in flight when Launch starts (at 100 nodes at once each write took
+// 10–20 s, in front of every phase). The writes stay in phase order and the
+// last one ends before the workflow does.
+func TestLaunchDoesNotWaitForTheNodeClaimWrite(t *testing.T) {
+	h := newNodeHarness(t)
+	launchStarted := make(chan struct{})
+	var once sync.Once
+	h.env.OnActivity(activities.LaunchActivity, mock.Anything, mock.Anything).
+		Return(func(ctx context.Context, req activities.LaunchRequest) (activities.LaunchResponse, error) {
+			once.Do(func() { close(launchStarted) })
+			return fakeWorld{}.Launch(ctx, req)
+		})
+	h.env.OnActivity(activities.UpsertNodeClaimActivity, mock.Anything, mock.Anything).
+		Return(func(ctx context.Context, req activities.UpsertNodeClaimRequest) (activities.UpsertNodeClaimResponse, error) {
+			if req.Phase == string(PhaseLaunching) {
+				select {
+				case <-launchStarted:
+				case <-time.After(10 * time.Second):
+					return activities.UpsertNodeClaimResponse{}, errors.New("Launch waited for the NodeClaim write")
+				}
+			}
+			return fakeWorld{}.UpsertNodeClaim(ctx, req)
+		})
+	h.signal(time.Hour, SignalDrain, DrainRequest{Reason: "kernel upgrade", Requester: "alice"})
+
+	result := h.runNode(nodeSpec(), nil)
+
+	if h.rec.hasLog("Could not write the NodeClaim") {
+		t.Fatal("a NodeClaim write failed: Launch did not start while the Launching write ran")
+	}
+	if result.Termination.Reason != ReasonDrained {
+		t.Errorf("termination %+v, want Drained", result.Termination)
+	}
+	var phases []string
+	for _, call := range h.rec.calls(activities.UpsertNodeClaimActivity) {
+		phases = append(phases, call.(*activities.UpsertNodeClaimRequest).Phase)
+	}
+	want := []string{"Launching", "Registering", "Initializing", "Ready", "Draining", "Terminating", "Terminated"}
+	if !slices.Equal(phases, want) {
+		t.Errorf("UpsertNodeClaim phases = %v, want %v", phases, want)
 	}
 }

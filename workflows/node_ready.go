@@ -239,6 +239,7 @@ func (w *nodeLifecycle) shouldContinueAsNew() bool {
 // continueAsNew carries the state into a new run once every message handler
 // has finished.
 func (w *nodeLifecycle) continueAsNew() error {
+	w.awaitNodeClaimMirror()
 	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
 		return err
 	}

@@ -65,6 +65,11 @@ type nodeLifecycle struct {
 	expiry   *durableTimer
 	emptyTTL *durableTimer
 
+	// claimMirror is the NodeClaim write in flight (of claimMirrorPhase),
+	// nil when none is.
+	claimMirror      workflow.Future
+	claimMirrorPhase string
+
 	// escalated: an involuntary request (an interruption) arrived after the
 	// termination reason was set; it makes the drain involuntary and
 	// escalatedDeadline (if set) bounds it.
@@ -133,6 +138,7 @@ func (w *nodeLifecycle) run() (NodeResult, error) {
 		}
 		w.enterPhase(next)
 	}
+	w.awaitNodeClaimMirror()
 	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
 		return NodeResult{}, err
 	}

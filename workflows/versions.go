@@ -140,6 +140,11 @@ const (
 	// workflows whose drift changed, so MillwrightDrifted and the node's
 	// history say which nodes are drifted and why.
 	changeDriftNotices changeID = "drift-notices"
+	// changeNodeClaimMirrorAsync (node_claim.go mirrorNodeClaim): the
+	// NodeClaim write of a phase runs beside the lifecycle (one at a time,
+	// in phase order, awaited before the run ends or continues as new)
+	// instead of the lifecycle waiting for it at every phase.
+	changeNodeClaimMirrorAsync changeID = "node-claim-mirror-async"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
