@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -254,14 +255,33 @@ func (d *document) unknownFields() error {
 	if err != nil {
 		return fmt.Errorf("document %d (%s %s): %w", d.index, d.kind, d.name, err)
 	}
+	var paths []string
 	for _, e := range strict {
 		match := unknownFieldRE.FindStringSubmatch(e.Error())
 		if match == nil {
 			d.unsupported("", "%v", e)
 			continue
 		}
-		path := match[1]
-		message := unsupportedFields[fieldPattern(path)]
+		paths = append(paths, match[1])
+	}
+	// Karpenter's fields Millwright declares only to refuse them.
+	var refused field.ErrorList
+	switch object := target.(type) {
+	case *apisv1.NodePool:
+		refused = object.UnsupportedFieldsSet()
+	case *apisv1.EC2NodeClass:
+		refused = object.UnsupportedFieldsSet()
+	}
+	reasons := map[string]string{}
+	for _, e := range refused {
+		paths = append(paths, e.Field)
+		reasons[e.Field] = e.Detail
+	}
+	for _, path := range paths {
+		message := reasons[path]
+		if message == "" {
+			message = unsupportedFields[fieldPattern(path)]
+		}
 		if message == "" {
 			message = "Millwright's API has no such field"
 		}
@@ -279,16 +299,7 @@ func (d *document) unknownFields() error {
 // unsupportedFields say why Karpenter fields are missing, by path with
 // list indexes written [*].
 var unsupportedFields = map[string]string{
-	"spec.replicas":                                            "static-capacity NodePools are not supported; spec.minNodes keeps a warm minimum",
-	"spec.capacityReservationSelectorTerms":                    "capacity reservations are not supported",
-	"spec.placementGroupSelector":                              "placement groups are not supported",
-	"spec.ipPrefixCount":                                       "IP prefix delegation is not supported",
-	"spec.networkInterfaces":                                   "custom network interfaces are not supported",
-	"spec.connectionTracking":                                  "connection tracking settings are not supported",
-	"spec.context":                                             "EC2 Fleet context is not supported",
-	"spec.cpuOptions":                                          "CPU options are not supported",
-	"spec.metadataOptions.nestedVirtualization":                "nested virtualization is not supported",
-	"spec.blockDeviceMappings[*].ebs.volumeInitializationRate": "EBS volume initialization rates are not supported",
+	"spec.metadataOptions.nestedVirtualization": "nested virtualization is not supported",
 }
 
 var indexRE = regexp.MustCompile(`\[[0-9]+\]`)

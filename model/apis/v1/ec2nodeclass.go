@@ -3,6 +3,7 @@ package v1
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // EC2NodeClass says how to launch a node on EC2: which subnets, security
@@ -36,6 +37,13 @@ type EC2NodeClassList struct {
 // +kubebuilder:validation:XValidation:message="must specify exactly one of ['role', 'instanceProfile']",rule="has(self.role) != has(self.instanceProfile)"
 // +kubebuilder:validation:XValidation:message="must specify amiFamily if amiSelectorTerms does not contain an alias",rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)",fieldPath=".amiFamily"
 // +kubebuilder:validation:XValidation:message="if set, amiFamily must be 'Custom' or the family of the alias",rule="!has(self.amiFamily) || self.amiFamily == 'Custom' || !self.amiSelectorTerms.exists(x, has(x.alias)) || self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.split('@')[0] == self.amiFamily.lowerAscii())",fieldPath=".amiFamily"
+// +kubebuilder:validation:XValidation:message="capacityReservationSelectorTerms is not supported: Millwright launches no capacity reservations",rule="!has(self.capacityReservationSelectorTerms)",fieldPath=".capacityReservationSelectorTerms"
+// +kubebuilder:validation:XValidation:message="placementGroupSelector is not supported: Millwright launches into no placement group",rule="!has(self.placementGroupSelector)",fieldPath=".placementGroupSelector"
+// +kubebuilder:validation:XValidation:message="ipPrefixCount is not supported: Millwright assigns no IP prefixes",rule="!has(self.ipPrefixCount)",fieldPath=".ipPrefixCount"
+// +kubebuilder:validation:XValidation:message="networkInterfaces is not supported: Millwright launches with the subnet's default network interface",rule="!has(self.networkInterfaces)",fieldPath=".networkInterfaces"
+// +kubebuilder:validation:XValidation:message="connectionTracking is not supported: Millwright sets no connection tracking timeouts",rule="!has(self.connectionTracking)",fieldPath=".connectionTracking"
+// +kubebuilder:validation:XValidation:message="context is not supported: Millwright passes no EC2 Fleet context",rule="!has(self.context)",fieldPath=".context"
+// +kubebuilder:validation:XValidation:message="cpuOptions is not supported: Millwright launches with the instance type's default CPU options",rule="!has(self.cpuOptions)",fieldPath=".cpuOptions"
 type EC2NodeClassSpec struct {
 	// SubnetSelectorTerms select the subnets nodes launch into. Terms are
 	// ORed; the fields of one term are ANDed.
@@ -86,9 +94,11 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="tag keys starting with 'aws:' are reserved by AWS",rule="self.all(k, !k.startsWith('aws:'))"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
-	// Kubelet tunes the kubelet of the nodes; the fields Millwright uses to
-	// compute allocatable (maxPods, podsPerCore, kubeReserved, systemReserved,
-	// evictionHard) change what fits on a node.
+	// Kubelet tunes the kubelet of the nodes (every field is written to the
+	// family's user data); maxPods, podsPerCore, kubeReserved,
+	// systemReserved, evictionHard and evictionSoft also change the
+	// allocatable Millwright plans with. Karpenter's other kubelet keys are
+	// unknown fields.
 	// +kubebuilder:validation:XValidation:message="imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",rule="has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true"
 	// +kubebuilder:validation:XValidation:message="evictionSoft key does not have a matching evictionSoftGracePeriod",rule="has(self.evictionSoft) ? self.evictionSoft.all(e, has(self.evictionSoftGracePeriod) && e in self.evictionSoftGracePeriod) : true"
 	// +kubebuilder:validation:XValidation:message="evictionSoftGracePeriod key does not have a matching evictionSoft",rule="has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, has(self.evictionSoft) && e in self.evictionSoft) : true"
@@ -96,7 +106,6 @@ type EC2NodeClassSpec struct {
 	Kubelet *KubeletConfiguration `json:"kubelet,omitempty"`
 	// BlockDeviceMappings are the disks of the nodes; unset means the AMI
 	// family's default root volume.
-	// +kubebuilder:validation:XValidation:message="must have only one blockDeviceMappings with rootVolume",rule="self.filter(x, has(x.rootVolume) ? x.rootVolume : false).size() <= 1"
 	// +kubebuilder:validation:MaxItems:=50
 	// +optional
 	BlockDeviceMappings []BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
@@ -119,6 +128,39 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:default={"httpEndpoint":"enabled","httpProtocolIPv6":"disabled","httpPutResponseHopLimit":1,"httpTokens":"required"}
 	// +optional
 	MetadataOptions *MetadataOptions `json:"metadataOptions,omitempty"`
+
+	// Karpenter's fields Millwright does not implement, declared only to
+	// be refused (UnsupportedEC2NodeClassFields).
+
+	// CapacityReservationSelectorTerms is Karpenter's; a class that sets it is refused.
+	// +kubebuilder:validation:items:Type=object
+	// +optional
+	CapacityReservationSelectorTerms []runtime.RawExtension `json:"capacityReservationSelectorTerms,omitempty"`
+	// PlacementGroupSelector is Karpenter's; a class that sets it is refused.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	PlacementGroupSelector *runtime.RawExtension `json:"placementGroupSelector,omitempty"`
+	// IPPrefixCount is Karpenter's; a class that sets it is refused.
+	// +optional
+	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
+	// NetworkInterfaces is Karpenter's; a class that sets it is refused.
+	// +kubebuilder:validation:items:Type=object
+	// +optional
+	NetworkInterfaces []runtime.RawExtension `json:"networkInterfaces,omitempty"`
+	// ConnectionTracking is Karpenter's; a class that sets it is refused.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	ConnectionTracking *runtime.RawExtension `json:"connectionTracking,omitempty"`
+	// Context is Karpenter's; a class that sets it is refused.
+	// +optional
+	Context *string `json:"context,omitempty"`
+	// CPUOptions is Karpenter's; a class that sets it is refused.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	CPUOptions *runtime.RawExtension `json:"cpuOptions,omitempty"`
 }
 
 // SubnetSelectorTerm selects subnets by tags or by id.
@@ -337,13 +379,17 @@ type BlockDeviceMapping struct {
 	// +kubebuilder:validation:XValidation:message="snapshotID or volumeSize must be defined",rule="has(self.snapshotID) || has(self.volumeSize)"
 	// +optional
 	EBS *BlockDevice `json:"ebs,omitempty"`
-	// RootVolume marks the disk mounted as the kubelet's root directory; at
-	// most one mapping may set it.
+	// RootVolume is Karpenter's mark of the disk that holds the kubelet's
+	// root directory (its size becomes the node's ephemeral storage).
+	// Millwright does not size ephemeral storage from the mappings, so
+	// true is refused (UnsupportedEC2NodeClassFields).
+	// +kubebuilder:validation:XValidation:message="rootVolume is not supported: Millwright plans and registers every node with the default 20Gi of ephemeral storage, whatever the block device mappings; remove it",rule="!self"
 	// +optional
 	RootVolume bool `json:"rootVolume,omitempty"`
 }
 
 // BlockDevice is an EBS volume.
+// +kubebuilder:validation:XValidation:message="volumeInitializationRate is not supported: Millwright sets no EBS volume initialization rate",rule="!has(self.volumeInitializationRate)",fieldPath=".volumeInitializationRate"
 type BlockDevice struct {
 	// DeleteOnTermination deletes the volume with the instance.
 	// +optional
@@ -379,6 +425,10 @@ type BlockDevice struct {
 	// +kubebuilder:validation:Enum:={standard,io1,io2,gp2,sc1,st1,gp3}
 	// +optional
 	VolumeType *string `json:"volumeType,omitempty"`
+	// VolumeInitializationRate is Karpenter's, declared only to be refused
+	// (UnsupportedEC2NodeClassFields).
+	// +optional
+	VolumeInitializationRate *int32 `json:"volumeInitializationRate,omitempty"`
 }
 
 // SupportedVolumeTypes lists every BlockDevice.VolumeType value.

@@ -97,6 +97,7 @@ func (s *EC2NodeClassSpec) validate(path *field.Path) field.ErrorList {
 	if s.MetadataOptions != nil {
 		errs = append(errs, s.MetadataOptions.validate(path.Child("metadataOptions"))...)
 	}
+	errs = append(errs, (&EC2NodeClass{Spec: *s}).UnsupportedFieldsSet()...)
 	return errs
 }
 
@@ -357,15 +358,8 @@ func validateBlockDeviceMappings(path *field.Path, mappings []BlockDeviceMapping
 	if len(mappings) > maxBlockDeviceMaps {
 		errs = append(errs, field.TooMany(path, len(mappings), maxBlockDeviceMaps))
 	}
-	roots := 0
 	for i, m := range mappings {
 		p := path.Index(i)
-		if m.RootVolume {
-			roots++
-			if roots == 2 {
-				errs = append(errs, field.Invalid(p.Child("rootVolume"), true, "must have only one blockDeviceMappings with rootVolume"))
-			}
-		}
 		if m.EBS == nil {
 			continue
 		}

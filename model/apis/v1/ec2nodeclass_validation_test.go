@@ -95,8 +95,8 @@ func malformedEC2NodeClasses() []malformedEC2NodeClass {
 			field: "spec.metadataOptions.httpPutResponseHopLimit", detail: "between 1 and 64"},
 
 		// block devices
-		{name: "two root volumes", class: anEC2NodeClass().withBlockDevice(rootVolume("20Gi")).withBlockDevice(rootVolume("40Gi")).build(),
-			field: bdm + "[1].rootVolume", detail: "must have only one blockDeviceMappings with rootVolume"},
+		{name: "rootVolume", class: anEC2NodeClass().withBlockDevice(rootVolume("20Gi")).with(func(nc *EC2NodeClass) { nc.Spec.BlockDeviceMappings[0].RootVolume = true }).build(),
+			field: bdm + "[0].rootVolume", detail: "rootVolume is not supported"},
 		{name: "EBS volume without size or snapshot", class: anEC2NodeClass().withBlockDevice(BlockDeviceMapping{DeviceName: new("/dev/xvdb"), EBS: &BlockDevice{VolumeType: new("gp3")}}).build(),
 			field: bdm + "[0].ebs", detail: "snapshotID or volumeSize must be defined"},
 		{name: "EBS volume above 64Ti", class: anEC2NodeClass().withBlockDevice(BlockDeviceMapping{EBS: &BlockDevice{VolumeSize: &size}}).build(),

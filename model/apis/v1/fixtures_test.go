@@ -215,7 +215,6 @@ func rootVolume(size string) BlockDeviceMapping {
 	q := resource.MustParse(size)
 	return BlockDeviceMapping{
 		DeviceName: new("/dev/xvda"),
-		RootVolume: true,
 		EBS:        &BlockDevice{VolumeSize: &q, VolumeType: new("gp3"), Encrypted: new(true)},
 	}
 }

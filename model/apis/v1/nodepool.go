@@ -42,6 +42,7 @@ type NodePoolList struct {
 }
 
 // NodePoolSpec is the desired state of a NodePool.
+// +kubebuilder:validation:XValidation:message="replicas is not supported: Millwright has no static-capacity NodePools (spec.minNodes keeps a warm minimum)",rule="!has(self.replicas)",fieldPath=".replicas"
 // +kubebuilder:validation:XValidation:message="minNodes must not exceed limits.nodes",rule="!has(self.minNodes) || !has(self.limits) || !('nodes' in self.limits) || !quantity(string(self.limits['nodes'])).isLessThan(quantity('0').add(self.minNodes))",fieldPath=".minNodes"
 type NodePoolSpec struct {
 	// Template describes the nodes this pool launches. Nodes are usually
@@ -69,6 +70,10 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:Minimum:=0
 	// +optional
 	MinNodes *int32 `json:"minNodes,omitempty"`
+	// Replicas is Karpenter's static-capacity mode, declared only to be
+	// refused (UnsupportedNodePoolFields).
+	// +optional
+	Replicas *int64 `json:"replicas,omitempty"`
 }
 
 // NodeClaimTemplate is the shape of every node the pool launches.

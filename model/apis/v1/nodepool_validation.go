@@ -99,6 +99,7 @@ func (spec *NodePoolSpec) validate(path *field.Path) field.ErrorList {
 	errs = append(errs, spec.Template.validate(path.Child("template"))...)
 	errs = append(errs, spec.Disruption.validate(path.Child("disruption"))...)
 	errs = append(errs, spec.Limits.validate(path.Child("limits"))...)
+	errs = append(errs, (&NodePool{Spec: *spec}).UnsupportedFieldsSet()...)
 	if spec.Weight != nil && (*spec.Weight < weightMin || *spec.Weight > weightMax) {
 		errs = append(errs, field.Invalid(path.Child("weight"), *spec.Weight, fmt.Sprintf("must be between %d and %d", weightMin, weightMax)))
 	}
