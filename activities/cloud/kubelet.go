@@ -72,4 +72,7 @@ func applyKubelet(doc *userdata.AL2023, k *apisv1.KubeletConfiguration) {
 		}
 	}
 	doc.EvictionMaxPodGracePeriod = aws.ToInt32(k.EvictionMaxPodGracePeriod)
+	doc.ImageGCHighThresholdPercent = k.ImageGCHighThresholdPercent
+	doc.ImageGCLowThresholdPercent = k.ImageGCLowThresholdPercent
+	doc.CPUCFSQuota = k.CPUCFSQuota
 }

@@ -84,6 +84,11 @@ type AL2023 struct {
 	EvictionHard, EvictionSoft   map[string]string
 	EvictionSoftGracePeriod      map[string]string
 	EvictionMaxPodGracePeriod    int32
+	// ImageGCHighThresholdPercent, ImageGCLowThresholdPercent and
+	// CPUCFSQuota, when set, go to the kubelet configuration under their
+	// KubeletConfiguration names.
+	ImageGCHighThresholdPercent, ImageGCLowThresholdPercent *int32
+	CPUCFSQuota                                             *bool
 	// RAID0 asks nodeadm to stripe the instance-store disks for the
 	// kubelet and containerd (instanceStorePolicy: RAID0).
 	RAID0 bool
@@ -210,6 +215,15 @@ func (u AL2023) nodeConfig() ([]byte, error) {
 	}
 	if u.EvictionMaxPodGracePeriod > 0 {
 		config["evictionMaxPodGracePeriod"] = u.EvictionMaxPodGracePeriod
+	}
+	if u.ImageGCHighThresholdPercent != nil {
+		config["imageGCHighThresholdPercent"] = *u.ImageGCHighThresholdPercent
+	}
+	if u.ImageGCLowThresholdPercent != nil {
+		config["imageGCLowThresholdPercent"] = *u.ImageGCLowThresholdPercent
+	}
+	if u.CPUCFSQuota != nil {
+		config["cpuCFSQuota"] = *u.CPUCFSQuota
 	}
 	if len(config) > 0 {
 		doc.Spec.Kubelet.Config = config

@@ -218,7 +218,8 @@ func TestRawIsNotBase64Twice(t *testing.T) {
 	}
 }
 
-// Reserved resources and eviction thresholds reach the kubelet
+// Reserved resources, eviction thresholds, image GC thresholds and the CFS
+// quota reach the kubelet
 // configuration under their KubeletConfiguration names.
 func TestKubeletReservationsReachNodeadm(t *testing.T) {
 	u := baseUserData()
@@ -229,6 +230,8 @@ func TestKubeletReservationsReachNodeadm(t *testing.T) {
 	u.EvictionSoft = map[string]string{"memory.available": "500Mi"}
 	u.EvictionSoftGracePeriod = map[string]string{"memory.available": "1m"}
 	u.EvictionMaxPodGracePeriod = 60
+	high, low, quota := int32(85), int32(80), false
+	u.ImageGCHighThresholdPercent, u.ImageGCLowThresholdPercent, u.CPUCFSQuota = &high, &low, &quota
 	raw, err := u.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +249,9 @@ func TestKubeletReservationsReachNodeadm(t *testing.T) {
 		t.Errorf("reservations = %+v", r)
 	}
 	grace, _ := cfg.Kubelet.Config["evictionSoftGracePeriod"].(map[string]any)
-	if grace["memory.available"] != "1m" || cfg.Kubelet.Config["evictionMaxPodGracePeriod"] != float64(60) {
+	if grace["memory.available"] != "1m" || cfg.Kubelet.Config["evictionMaxPodGracePeriod"] != float64(60) ||
+		cfg.Kubelet.Config["imageGCHighThresholdPercent"] != float64(85) || cfg.Kubelet.Config["imageGCLowThresholdPercent"] != float64(80) ||
+		cfg.Kubelet.Config["cpuCFSQuota"] != false {
 		t.Errorf("kubelet config = %v", cfg.Kubelet.Config)
 	}
 }
