@@ -66,8 +66,9 @@ type NodeClaimSpec struct {
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
 	Requirements []corev1.NodeSelectorRequirement `json:"requirements,omitempty"`
-	// Resources are the summed requests of the pods the node was launched
-	// for.
+	// Resources is Karpenter's field for the summed requests of the pods
+	// the node was launched for. Millwright does not write it (a value
+	// written by someone else is kept).
 	// +optional
 	Resources NodeClaimResources `json:"resources,omitempty"`
 	// NodeClassRef is the EC2NodeClass the instance was launched with.
