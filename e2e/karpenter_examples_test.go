@@ -306,3 +306,71 @@ func cleanUpExamples(t *testing.T, namespace string, pools []examplePool, classe
 		return true, nil
 	})
 }
+
+// karpenterOnlyFields is a Karpenter NodePool and EC2NodeClass setting
+// fields Millwright does not implement.
+const karpenterOnlyFields = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: karpenter-only-fields
+spec:
+  replicas: 3
+  template:
+    spec:
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: karpenter-only-fields}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: karpenter-only-fields
+spec:
+  role: KarpenterNodeRole-${CLUSTER_NAME}
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: "${CLUSTER_NAME}"}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: "${CLUSTER_NAME}"}}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+  cpuOptions: {nestedVirtualization: enabled}
+  blockDeviceMappings:
+    - deviceName: /dev/xvda
+      rootVolume: true
+      ebs: {volumeSize: 20Gi}
+`
+
+// TestKarpenterOnlyFieldsRefused: Karpenter fields Millwright does not
+// implement are listed by `starter migrate`, and the API server refuses the
+// migrated objects naming each field and why, also with kubectl's field
+// validation off (nothing is dropped as unknown).
+func TestKarpenterOnlyFieldsRefused(t *testing.T) {
+	if suite == nil {
+		t.Skip("needs the local stack (not with -short)")
+	}
+	cmd := exec.Command(suite.starterBinary, "migrate", "-")
+	cmd.Stdin = strings.NewReader(strings.ReplaceAll(karpenterOnlyFields, "${CLUSTER_NAME}", suite.stack.ClusterName()))
+	var migrated, report bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &migrated, &report
+	_ = cmd.Run()
+	for _, field := range []string{"spec.replicas", "spec.cpuOptions", "spec.blockDeviceMappings[0].rootVolume"} {
+		if !strings.Contains(report.String(), field) {
+			t.Errorf("starter migrate does not list %s:\n%s", field, report.String())
+		}
+	}
+	for _, validate := range []string{"--validate=strict", "--validate=false"} {
+		_, stderr, err := runKubectl(migrated.Bytes(), "apply", validate, "-f", "-")
+		if err == nil {
+			t.Errorf("kubectl apply %s of the Karpenter-only fields succeeded", validate)
+		}
+		for _, want := range []string{"spec.replicas", "replicas is not supported", "spec.cpuOptions", "cpuOptions is not supported",
+			"spec.blockDeviceMappings[0].rootVolume", "rootVolume is not supported"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("kubectl apply %s: the error does not say %q:\n%s", validate, want, stderr)
+			}
+		}
+		t.Logf("kubectl apply %s:\n%s", validate, strings.TrimSpace(stderr))
+	}
+	for _, kind := range []string{"nodepool", "ec2nodeclass"} {
+		if out, _, _ := runKubectl(nil, "get", kind, "karpenter-only-fields", "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("%s karpenter-only-fields exists after the refused apply", kind)
+			_, _, _ = runKubectl(nil, "delete", kind, "karpenter-only-fields")
+		}
+	}
+}
