@@ -24,6 +24,9 @@ type ComputeCommandsRequest struct {
 	// MaxCommands bounds the commands returned (0: no bound) so one
 	// response stays well under Temporal's payload limit.
 	MaxCommands int `json:"maxCommands,omitempty"`
+	// Validation: a command asks whether its decision still holds (its
+	// answer is not a new decision, for the metrics).
+	Validation bool `json:"validation,omitempty"`
 }
 
 // DisruptionNodeState is a node workflow's view of its node. Zero fields

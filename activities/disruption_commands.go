@@ -57,6 +57,13 @@ type MarkDisruptionRequest struct {
 	Disrupted bool     `json:"disrupted"`
 	// CommandID is who asks, for the log.
 	CommandID string `json:"commandID"`
+	// Message is the command's (for the DisruptionTerminating event on
+	// each Node it taints); Replacing: it launches replacements first
+	// (DisruptionLaunching too).
+	Message   string `json:"message,omitempty"`
+	Replacing bool   `json:"replacing,omitempty"`
+	// Reason is the command's (Empty, Underutilized, …), for the metrics.
+	Reason string `json:"reason,omitempty"`
 }
 
 // MarkDisruptionResponse lists the Nodes changed and those left alone.

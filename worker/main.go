@@ -52,6 +52,9 @@ type flags struct {
 	resolveInterval     time.Duration
 	kubeQPS             float32
 	kubeBurst           int
+	// The anti-churn threshold of consolidation (DisruptionOptions).
+	consolidationThreshold  int
+	consolidationMinSavings float64
 }
 
 func main() {
@@ -120,6 +123,10 @@ func newCommand() *cobra.Command {
 		"client-side rate limit (queries per second) shared by every Kubernetes call of this worker [$MILLWRIGHT_KUBE_QPS]")
 	fs.IntVar(&f.kubeBurst, "kube-burst", run.DefaultKubeBurst,
 		"burst above --kube-qps the Kubernetes clients may make [$MILLWRIGHT_KUBE_BURST]")
+	fs.IntVar(&f.consolidationThreshold, "consolidation-threshold", disruption.DefaultConsolidationThreshold,
+		"consolidation's anti-churn score k: a consolidation must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
+	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
+		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -152,21 +159,24 @@ func runWorker(ctx context.Context, f flags) error {
 	}
 	defer temporalClient.Close()
 	return run.Run(ctx, run.Config{
-		Temporal:                 temporalClient,
-		Namespace:                f.temporal.Namespace,
-		TaskQueue:                f.taskQueue,
-		ClusterName:              f.clusterName,
-		Kubernetes:               kubeConfig,
-		ClusterEndpoint:          f.clusterEndpoint,
-		AWSRegion:                f.awsRegion,
-		AWSEndpoint:              f.awsEndpoint,
-		Pricing:                  f.pricing,
-		InterruptionQueue:        f.interruptionQueue,
-		Provisioner:              workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
-		RegistrationTimeout:      f.registrationTimeout,
-		LeaseNamespace:           f.leaseNamespace,
-		GarbageCollectionGrace:   f.gcGrace,
-		Disruption:               workflows.DisruptionInput{Options: activities.DisruptionOptions{RepairToleration: f.repairToleration}},
+		Temporal:               temporalClient,
+		Namespace:              f.temporal.Namespace,
+		TaskQueue:              f.taskQueue,
+		ClusterName:            f.clusterName,
+		Kubernetes:             kubeConfig,
+		ClusterEndpoint:        f.clusterEndpoint,
+		AWSRegion:              f.awsRegion,
+		AWSEndpoint:            f.awsEndpoint,
+		Pricing:                f.pricing,
+		InterruptionQueue:      f.interruptionQueue,
+		Provisioner:            workflows.ProvisionerInput{IdleWindow: f.batchIdle, MaxWindow: f.batchMax},
+		RegistrationTimeout:    f.registrationTimeout,
+		LeaseNamespace:         f.leaseNamespace,
+		GarbageCollectionGrace: f.gcGrace,
+		Disruption: workflows.DisruptionInput{Options: activities.DisruptionOptions{
+			RepairToleration: f.repairToleration, ConsolidationThreshold: f.consolidationThreshold,
+			MinSavingsPerHour: f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
+		}},
 		NodeClassResolveInterval: f.resolveInterval,
 		KubeQPS:                  f.kubeQPS,
 		KubeBurst:                f.kubeBurst,

@@ -229,7 +229,7 @@ func (c *command) takenOver() string {
 // every candidate, with no more replacements.
 func (c *command) validate() string {
 	var answer activities.ComputeCommandsResponse
-	request := activities.ComputeCommandsRequest{Cluster: c.input.Cluster, Options: c.input.Options}
+	request := activities.ComputeCommandsRequest{Cluster: c.input.Cluster, Options: c.input.Options, Validation: true}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, computeCommandsOptions()), activities.ComputeCommandsActivity, request).Get(c.ctx, &answer)
 	if err != nil {
 		return "validation failed: " + errorDetail(err)
@@ -277,7 +277,9 @@ func (c *command) mark(disrupted bool) {
 	}
 	var answer activities.MarkDisruptionResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("mark candidates")), activities.MarkDisruptionActivity,
-		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: disrupted, CommandID: c.id}).Get(c.ctx, &answer)
+		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: disrupted, CommandID: c.id,
+			Message: c.input.Command.Message, Replacing: len(c.input.Command.Replacements) > 0,
+			Reason: string(c.input.Command.Reason)}).Get(c.ctx, &answer)
 	if err != nil {
 		c.decide("Marking the candidates (disrupted=%v) failed: %s", disrupted, errorDetail(err))
 		return

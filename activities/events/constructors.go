@@ -140,3 +140,43 @@ func DisruptionBlockedEvent(obj runtime.Object, key, why string) Event {
 		DedupeTimeout:  time.Minute,
 	}
 }
+
+// UnconsolidatableEvent says why a node that may be disrupted is not
+// consolidated (no cheaper replacement, not worth the disruption, its pods
+// fit nowhere). Deduplicated per node and message for 15 minutes, as
+// Karpenter does, since the same verdict comes back every pass.
+func UnconsolidatableEvent(obj runtime.Object, key, why string) Event {
+	return Event{
+		InvolvedObject: obj,
+		Type:           corev1.EventTypeNormal,
+		Reason:         Unconsolidatable,
+		Message:        truncate(why),
+		DedupeValues:   []string{key, why},
+		DedupeTimeout:  15 * time.Minute,
+	}
+}
+
+// DisruptionTerminatingEvent: a disruption command is taking the node away
+// (its message says why: "Underutilized: 3 nodes → 1 c6i.2xlarge saves
+// $0.41/h").
+func DisruptionTerminatingEvent(obj runtime.Object, key, command, message string) Event {
+	return Event{
+		InvolvedObject: obj,
+		Type:           corev1.EventTypeNormal,
+		Reason:         DisruptionTerminating,
+		Message:        truncate("Disrupting Node: " + message),
+		DedupeValues:   []string{key, command},
+	}
+}
+
+// DisruptionLaunchingEvent: a disruption command launches the node's
+// replacements before draining it.
+func DisruptionLaunchingEvent(obj runtime.Object, key, command, message string) Event {
+	return Event{
+		InvolvedObject: obj,
+		Type:           corev1.EventTypeNormal,
+		Reason:         DisruptionLaunching,
+		Message:        truncate("Launching replacements: " + message),
+		DedupeValues:   []string{key, command},
+	}
+}

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 )
 
 // MarkDisruption taints or untaints the Nodes of a disruption command (see
@@ -21,7 +22,7 @@ func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisr
 			return resp, invalidRequest(activities.MarkDisruptionActivity, "nodeNames", "has an empty name")
 		}
 		skipped := false
-		_, changed, err := a.updateNode(ctx, name, func(node *corev1.Node) {
+		node, changed, err := a.updateNode(ctx, name, func(node *corev1.Node) {
 			switch {
 			case req.Disrupted:
 				node.Spec.Taints = addMissingTaints(node.Spec.Taints, disruptedTaint)
@@ -42,6 +43,13 @@ func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisr
 		case changed:
 			resp.Changed = append(resp.Changed, name)
 			a.logger.Info("Marked node for disruption", zap.String("node", name), zap.Bool("disrupted", req.Disrupted), zap.String("command", req.CommandID))
+		}
+		if req.Disrupted && node != nil && req.Message != "" {
+			ref := events.NodeRef(node.Name, node.UID)
+			if req.Replacing {
+				a.events.Publish(events.DisruptionLaunchingEvent(ref, node.Name, req.CommandID, req.Message))
+			}
+			a.events.Publish(events.DisruptionTerminatingEvent(ref, node.Name, req.CommandID, req.Message))
 		}
 	}
 	return resp, nil

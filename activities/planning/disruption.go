@@ -2,6 +2,7 @@ package planning
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/events"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/disruption"
 	"github.com/millwright/millwright/model/scheduling"
@@ -61,6 +63,7 @@ func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCom
 		resp.Budgets = append(resp.Budgets, activities.DisruptionBudget{NodePool: b.NodePool, Nodes: b.Nodes,
 			Disrupting: b.Disrupting, Allowed: b.Allowed, Errors: b.Errors})
 	}
+	p.publishVerdicts(w, r)
 	p.log.Debug("Computed disruption commands", zap.Int("nodes", resp.NodesConsidered), zap.Int("pods", resp.PodsConsidered),
 		zap.Int("commands", len(resp.Commands)), zap.Duration("observed", observed), zap.Duration("took", p.clock.Since(started)))
 	for _, cmd := range resp.Commands {
@@ -68,6 +71,38 @@ func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCom
 			zap.String("message", cmd.Message))
 	}
 	return resp, nil
+}
+
+// publishVerdicts tells every Node the decision could not take why
+// (DisruptionBlocked, Unconsolidatable, in Karpenter's words) and every
+// NodePool a budget stops (DisruptionBlocked); the recorder deduplicates
+// them (for a minute per object and message) and rate-limits them.
+func (p *Planner) publishVerdicts(w *world, r disruption.Result) {
+	for _, v := range r.Verdicts {
+		node := w.disruptionNodes[v.NodeName]
+		if node == nil || v.Message == "" {
+			continue
+		}
+		ref := events.NodeRef(node.Name, node.UID)
+		switch v.Event {
+		case disruption.EventDisruptionBlocked:
+			p.events.Publish(events.DisruptionBlockedEvent(ref, node.Name, v.Message))
+		case disruption.EventUnconsolidatable:
+			p.events.Publish(events.UnconsolidatableEvent(ref, node.Name, v.Message))
+		}
+	}
+	for _, b := range r.Budgets {
+		ps := w.pools[b.NodePool]
+		if ps == nil || b.Nodes == 0 {
+			continue
+		}
+		for _, reason := range []disruption.Reason{disruption.ReasonEmpty, disruption.ReasonUnderutilized, disruption.ReasonDrifted} {
+			if allowed, ok := b.Allowed[reason]; ok && allowed == 0 {
+				why := fmt.Sprintf("No allowed disruptions for disruption reason %s due to blocking budget", reason)
+				p.events.Publish(events.DisruptionBlockedEvent(events.NodePoolRef(ps.pool.Name, ps.pool.UID), ps.pool.Name, why))
+			}
+		}
+	}
 }
 
 // disruptionCommand turns a decision into the contract's command, its
@@ -174,6 +209,10 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	window := activities.NominationWindowFor(in.Options.BatchMaxDuration)
 	sorted := slices.Clone(nodes)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	w.disruptionNodes = make(map[string]*corev1.Node, len(nodes))
+	for _, node := range nodes {
+		w.disruptionNodes[node.Name] = node
+	}
 	events, _ := p.state.(PodEventSource)
 	for _, node := range sorted {
 		n := w.disruptionNode(node, bound[node.Name], states, blocking, window)

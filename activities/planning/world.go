@@ -24,6 +24,9 @@ import (
 // world is one planning pass's view of the cluster, already classified.
 type world struct {
 	now time.Time
+	// disruptionNodes are the Nodes a ComputeCommands call judged, by name
+	// (for their events).
+	disruptionNodes map[string]*corev1.Node
 	// startingUpFor is the registration timeout: how long a new Node may
 	// take to be adopted and Ready (see startingUp).
 	startingUpFor time.Duration

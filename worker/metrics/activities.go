@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // InstrumentedActivities records metrics around the activities; every
@@ -134,4 +135,59 @@ func (a *InstrumentedActivities) Plan(ctx context.Context, req activities.PlanRe
 	}
 	a.metrics.Planned(resp.PodsConsidered, len(resp.Unschedulable), a.clock.Since(start), byPool)
 	return resp, nil
+}
+
+// ComputeCommands records, for a pass of the disruption workflow (not a
+// command's validation), the commands decided and the eligible nodes.
+func (a *InstrumentedActivities) ComputeCommands(ctx context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+	resp, err := a.Activities.ComputeCommands(ctx, req)
+	if err != nil || req.Validation {
+		return resp, err
+	}
+	for _, cmd := range resp.Commands {
+		a.metrics.DisruptionDecided(string(cmd.Kind), string(cmd.Reason), len(cmd.Candidates))
+	}
+	eligible, drifted, unhealthy := 0, 0, 0
+	for _, v := range resp.Verdicts {
+		if !v.Candidate {
+			continue
+		}
+		eligible++
+		if v.Drifted != "" {
+			drifted++
+		}
+		if v.Unhealthy != "" {
+			unhealthy++
+		}
+	}
+	a.metrics.DisruptionEligible(string(apisv1.DisruptionReasonUnderutilized), eligible)
+	a.metrics.DisruptionEligible(string(apisv1.DisruptionReasonDrifted), drifted)
+	a.metrics.DisruptionEligible("Unhealthy", unhealthy)
+	return resp, nil
+}
+
+// InstrumentedCommandActivities count the disruption commands rolled back
+// (MarkDisruption untainting their candidates).
+type InstrumentedCommandActivities struct {
+	activities.DisruptionCommandActivities
+	metrics *Metrics
+}
+
+// InstrumentCommands wraps a disruption command's activities.
+func InstrumentCommands(inner activities.DisruptionCommandActivities, m *Metrics) *InstrumentedCommandActivities {
+	return &InstrumentedCommandActivities{DisruptionCommandActivities: inner, metrics: m}
+}
+
+// MarkDisruption counts a rollback once per command (a retried activity
+// finds the taints already gone and changes nothing).
+func (a *InstrumentedCommandActivities) MarkDisruption(ctx context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
+	resp, err := a.DisruptionCommandActivities.MarkDisruption(ctx, req)
+	if err == nil && !req.Disrupted && len(resp.Changed) > 0 && req.Reason != "" {
+		decision := "delete"
+		if req.Replacing {
+			decision = "replace"
+		}
+		a.metrics.DisruptionFailed(decision, req.Reason, len(req.NodeNames))
+	}
+	return resp, err
 }

@@ -92,6 +92,11 @@ type Metrics struct {
 	cloudDuration        *prometheus.HistogramVec
 	cloudErrors          *prometheus.CounterVec
 
+	// Disruption (Karpenter's voluntary_disruption series).
+	disruptionDecisions *prometheus.CounterVec
+	disruptionEligible  *prometheus.GaugeVec
+	disruptionFailures  *prometheus.CounterVec
+
 	// Visibility: running node workflows by phase.
 	nodeWorkflows    *prometheus.GaugeVec
 	garbageCollected *prometheus.CounterVec
@@ -192,6 +197,15 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 		cloudErrors: counter("cloudprovider", "errors_total",
 			"AWS API calls that failed after the SDK's retries, by service, operation and error code, and with Karpenter's controller, method and provider labels.",
 			"service", "operation", "controller", "method", "provider", "error"),
+		disruptionDecisions: counter("voluntary_disruption", "decisions_total",
+			"Disruption commands decided by the disruption workflow's passes (validations not counted), by decision (delete, replace), reason (empty, underutilized, drifted, unhealthy) and consolidation_type (empty, single, multi; empty for drift and repair).",
+			"decision", "reason", "consolidation_type"),
+		disruptionEligible: gauge("voluntary_disruption", "eligible_nodes",
+			"Nodes the last disruption pass found eligible, by reason (underutilized: every candidate; drifted and unhealthy: candidates with that finding).",
+			"reason"),
+		disruptionFailures: counter("voluntary_disruption", "queue_failures_total",
+			"Disruption commands rolled back after they tainted their candidates (a replacement failed or was not initialized in time), by decision, reason and consolidation_type.",
+			"decision", "reason", "consolidation_type"),
 		garbageCollected: counter("", "garbage_collected_total",
 			"Instances terminated and Nodes removed by garbage collection because no node workflow owned them, by resource (instance, node).",
 			"resource"),
@@ -212,6 +226,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.nodesTerminated, m.phaseDuration, m.launchErrors, m.offeringsUnavailable, m.offeringsRejected, m.pendingPods, m.planDuration,
 		m.plannedNodes, m.schedulingDuration, m.queueDepth, m.unschedulablePods, m.podStartupDuration,
 		m.interruptionMessages, m.interruptionReceived, m.cloudDuration, m.cloudErrors, m.nodeWorkflows, m.garbageCollected,
+		m.disruptionDecisions, m.disruptionEligible, m.disruptionFailures,
 	}
 }
 
@@ -383,4 +398,33 @@ func snakeCase(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// DisruptionDecided counts one command a disruption pass decided.
+func (m *Metrics) DisruptionDecided(decision, reason string, candidates int) {
+	m.disruptionDecisions.WithLabelValues(snakeCase(decision), snakeCase(reason), consolidationType(reason, candidates)).Inc()
+}
+
+// DisruptionEligible sets the nodes the last pass found eligible for reason.
+func (m *Metrics) DisruptionEligible(reason string, nodes int) {
+	m.disruptionEligible.WithLabelValues(snakeCase(reason)).Set(float64(nodes))
+}
+
+// DisruptionFailed counts a command rolled back.
+func (m *Metrics) DisruptionFailed(decision, reason string, candidates int) {
+	m.disruptionFailures.WithLabelValues(snakeCase(decision), snakeCase(reason), consolidationType(reason, candidates)).Inc()
+}
+
+// consolidationType is Karpenter's label: empty, single or multi for
+// consolidation, "" for the other reasons.
+func consolidationType(reason string, candidates int) string {
+	switch {
+	case reason == string(apisv1.DisruptionReasonEmpty):
+		return "empty"
+	case reason != string(apisv1.DisruptionReasonUnderutilized):
+		return ""
+	case candidates > 1:
+		return "multi"
+	}
+	return "single"
 }

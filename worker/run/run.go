@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg Config) error {
 	temporalWorker := sdkworker.New(cfg.Temporal, cfg.TaskQueue, workerOptions())
 	workflows.Register(temporalWorker)
 	activities.Register(temporalWorker, metrics.Instrument(acts, cfg.Metrics, cfg.Clock))
-	activities.RegisterDisruptionCommands(temporalWorker, acts)
+	activities.RegisterDisruptionCommands(temporalWorker, metrics.InstrumentCommands(acts, cfg.Metrics))
 
 	provisioner := watch.Provisioner{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Provisioner}
 	podWatcher, err := watch.NewPodWatcher(factory, provisioner, cfg.Clock, logger.Named("pods"))
