@@ -268,6 +268,30 @@ func TestRepair(t *testing.T) {
 			verdicts: map[string]string{"n1": "more than 20% nodes are unhealthy in the nodepool"},
 		},
 		{
+			name:   "a shorter configured toleration repairs sooner",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy past the toleration (cloud provider's policy)",
+			in: func() disruption.Input {
+				in := input(pools(pool("default")), sick("n1", 6*time.Minute), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5"))
+				in.Options.RepairToleration = 5 * time.Minute
+				return in
+			}(),
+			want: []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:   "Ready=False counts like Unknown",
+			source: "node/health/suite_test.go: should delete nodes whose Ready condition is False",
+			in: input(pools(pool("default")),
+				node("n1", "default", "c.large", running(pod("n1-a", "1", "1Gi")), notReady(corev1.ConditionFalse, now.Add(-31*time.Minute)), consolidationOff),
+				healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),
+			want: []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:     "a node never initialized is not repaired",
+			source:   "node/health/suite_test.go: should not delete nodes that were never Ready (liveness handles them)",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", notReady(corev1.ConditionUnknown, now.Add(-time.Hour)), func(n *disruption.Node) { n.Initialized = false }), healthy("n2")),
+			verdicts: map[string]string{"n1": "node isn't initialized"},
+		},
+		{
 			name:   "do-not-disrupt does not hold a broken node",
 			source: "node/health/suite_test.go: should delete unhealthy nodes with do-not-disrupt",
 			in: input(pools(pool("default")),
