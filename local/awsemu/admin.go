@@ -26,6 +26,7 @@ import (
 //	POST   /_admin/instances/{id}/spot-interruption       {"terminateAfter": "2m"} → Interruption
 //	POST   /_admin/instances/{id}/rebalance-recommendation → Event
 //	POST   /_admin/instances/{id}/scheduled-change        ScheduledChange → Event
+//	POST   /_admin/images/releases                        ImageRelease → ImageReleaseResult
 const AdminPathPrefix = "/_admin/"
 
 // SpotInterruptionRequest is the body of the spot-interruption endpoint.
@@ -136,6 +137,18 @@ func (e *Emulator) adminHandler() http.Handler {
 			return
 		}
 		out, err := e.ScheduleChange(r.PathValue("id"), req)
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("POST /_admin/images/releases", func(w http.ResponseWriter, r *http.Request) {
+		var req ImageRelease
+		if !readJSON(w, r, &req, false) {
+			return
+		}
+		out, err := e.PublishImageRelease(req)
 		if err != nil {
 			writeAdminError(w, err)
 			return

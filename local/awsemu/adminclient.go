@@ -146,3 +146,10 @@ func (c *AdminClient) ScheduleChange(ctx context.Context, instanceID string, sc 
 	var out Event
 	return &out, c.do(ctx, http.MethodPost, "instances/"+url.PathEscape(instanceID)+"/scheduled-change", sc, &out)
 }
+
+// PublishImageRelease publishes a new release of an image family (a newer
+// AMI for family@latest).
+func (c *AdminClient) PublishImageRelease(ctx context.Context, release ImageRelease) (*ImageReleaseResult, error) {
+	var out ImageReleaseResult
+	return &out, c.do(ctx, http.MethodPost, "images/releases", release, &out)
+}

@@ -219,7 +219,7 @@ func (e *Emulator) describeImages(c *ec2Call) (any, error) {
 	}
 	now := e.clock.Now()
 	var matched []xmlImage
-	for _, im := range e.world.images {
+	for _, im := range e.world.imageList() {
 		if len(ids) > 0 && !contains(ids, im.id) {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -125,5 +126,51 @@ func TestIAMInstanceProfileLifecycle(t *testing.T) {
 	}
 	if st := h.emu.State(); len(st.InstanceProfiles) != 0 {
 		t.Errorf("state still lists %v", st.InstanceProfiles)
+	}
+}
+
+// A published release (the admin API) becomes what family@latest and the
+// "latest" SSM parameter name; the previous release keeps its own
+// parameter and is deprecated a month later.
+func TestPublishedImageReleaseBecomesLatest(t *testing.T) {
+	h := newHarness(t)
+	client := h.ssmClient()
+	latest := "/aws/service/bottlerocket/aws-k8s-1.37/x86_64/latest/image_id"
+	imageOf := func(parameter string) string {
+		t.Helper()
+		out, err := client.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(parameter)})
+		if err != nil {
+			t.Fatalf("%s: %v", parameter, err)
+		}
+		images, err := h.ec2.DescribeImages(h.ctx, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(out.Parameter.Value)}})
+		if err != nil || len(images.Images) != 1 {
+			t.Fatalf("image of %s: %v %v", parameter, images, err)
+		}
+		return aws.ToString(images.Images[0].Name)
+	}
+	before := imageOf(latest)
+
+	result, err := h.admin.PublishImageRelease(h.ctx, ImageRelease{Family: "bottlerocket", Version: "v1.51.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(result.ImageIDs) != 4 {
+		t.Errorf("published %v, want one image per Bottlerocket variant (4)", result.ImageIDs)
+	}
+	want := "bottlerocket-aws-k8s-1.37-x86_64-v1.51.0-" + hashHex(8, "bottlerocket", "v1.51.0")
+	if got := imageOf(latest); got != want {
+		t.Errorf("latest names %s, want the new release %s", got, want)
+	}
+	if got := imageOf("/aws/service/bottlerocket/aws-k8s-1.37/x86_64/1.50.0/image_id"); got != before {
+		t.Errorf("the previous release's own parameter names %s, want %s", got, before)
+	}
+	images, err := h.ec2.DescribeImages(h.ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{before}}}})
+	if err != nil || len(images.Images) != 1 || aws.ToString(images.Images[0].DeprecationTime) == "" {
+		t.Errorf("previous release %v %v: want it still listed, with a deprecation time", images, err)
+	}
+	for _, bad := range []ImageRelease{{Family: "bottlerocket", Version: "v1.51.0"}, {Family: "debian", Version: "v1"}, {Family: "al2023"}} {
+		if _, err := h.admin.PublishImageRelease(h.ctx, bad); err == nil {
+			t.Errorf("release %+v accepted", bad)
+		}
 	}
 }

@@ -147,7 +147,7 @@ func defaultImages(k8s string) []image {
 
 // imageBySSMParameter is the image a public SSM parameter names.
 func (w *world) imageBySSMParameter(name string) (image, bool) {
-	for _, im := range w.images {
+	for _, im := range w.imageList() {
 		for _, p := range im.ssmParameters {
 			if p == name {
 				return im, true
@@ -155,4 +155,99 @@ func (w *world) imageBySSMParameter(name string) (image, bool) {
 		}
 	}
 	return image{}, false
+}
+
+// ImageRelease asks the emulator to publish a new release of an image
+// family, as AWS does when a new EKS-optimized AMI comes out: every image
+// of the family's newest release is copied under the new version (new id,
+// created now), the "latest"/"recommended" SSM parameters move to the
+// copies, and the previous release is deprecated a month from now. An
+// EC2NodeClass selecting family@latest then resolves to the new AMIs, and
+// nodes launched with the old ones drift.
+type ImageRelease struct {
+	// Family is al2023, al2, bottlerocket or windows.
+	Family string `json:"family"`
+	// Version is the new release, e.g. v20261201 (Amazon Linux),
+	// v1.51.0 (Bottlerocket), 2026.12.10 (Windows).
+	Version string `json:"version"`
+}
+
+// ImageReleaseResult names the images a release published.
+type ImageReleaseResult struct {
+	ImageIDs []string `json:"imageIds"`
+}
+
+// PublishImageRelease publishes release (see ImageRelease).
+func (e *Emulator) PublishImageRelease(release ImageRelease) (ImageReleaseResult, error) {
+	return e.world.publishRelease(release, e.clock.Now())
+}
+
+func (w *world) publishRelease(release ImageRelease, now time.Time) (ImageReleaseResult, error) {
+	w.imagesMu.Lock()
+	defer w.imagesMu.Unlock()
+	if release.Version == "" {
+		return ImageReleaseResult{}, adminErrorf(400, "image release: version is required")
+	}
+	previous := w.latestRelease[release.Family]
+	if previous == "" {
+		return ImageReleaseResult{}, adminErrorf(400, "image release: family %q is not one of al2023, al2, bottlerocket, windows", release.Family)
+	}
+	if previous == release.Version {
+		return ImageReleaseResult{}, adminErrorf(409, "image release: %s %s is already the newest release", release.Family, release.Version)
+	}
+	renames := []string{previous, release.Version, strings.TrimPrefix(previous, "v"), strings.TrimPrefix(release.Version, "v")}
+	if release.Family == osBottlerocket {
+		renames = append(renames, hashHex(8, "bottlerocket", previous), hashHex(8, "bottlerocket", release.Version))
+	}
+	rename := strings.NewReplacer(renames...)
+	var published []image
+	for i := range w.images {
+		old := &w.images[i]
+		if old.os != release.Family || !strings.Contains(old.name, previous) {
+			continue
+		}
+		im := *old
+		im.name, im.description = rename.Replace(old.name), rename.Replace(old.description)
+		im.id = "ami-" + hashHex(17, im.name)
+		im.created, im.deprecated = now, now.AddDate(2, 0, 0)
+		im.tags = map[string]string{}
+		for k, v := range old.tags {
+			im.tags[k] = rename.Replace(v)
+		}
+		im.ssmParameters = nil
+		var kept []string
+		for _, p := range old.ssmParameters {
+			if moved := rename.Replace(p); moved != p {
+				im.ssmParameters = append(im.ssmParameters, moved) // the release's own parameter
+				kept = append(kept, p)
+			} else {
+				im.ssmParameters = append(im.ssmParameters, p) // latest/recommended moves
+			}
+		}
+		old.ssmParameters = kept
+		if old.deprecated.After(now.AddDate(0, 1, 0)) {
+			old.deprecated = now.AddDate(0, 1, 0)
+		}
+		published = append(published, im)
+	}
+	if len(published) == 0 {
+		return ImageReleaseResult{}, adminErrorf(404, "image release: no %s image of release %s to follow", release.Family, previous)
+	}
+	w.images = append(w.images, published...)
+	sort.Slice(w.images, func(i, j int) bool { return w.images[i].id < w.images[j].id })
+	w.latestRelease[release.Family] = release.Version
+	var out ImageReleaseResult
+	for _, im := range published {
+		out.ImageIDs = append(out.ImageIDs, im.id)
+	}
+	sort.Strings(out.ImageIDs)
+	return out, nil
+}
+
+// imageList is a snapshot of the images (a release may be published
+// meanwhile).
+func (w *world) imageList() []image {
+	w.imagesMu.RLock()
+	defer w.imagesMu.RUnlock()
+	return w.images
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/millwright/millwright/model/catalog"
@@ -18,16 +19,21 @@ import (
 // and prices. Everything in it is derived deterministically from the options,
 // so two emulators with the same options describe the same account.
 type world struct {
-	region   string
-	account  string
-	catalog  *catalog.Catalog
-	zones    []zone
-	vpcID    string
-	subnets  []*subnet
-	groups   []securityGroup
-	images   []image
-	priceTS  time.Time // the timestamp spot price history reports
-	priceMul float64   // spot price = on-demand × this × per-pool factor; 1 by default
+	region  string
+	account string
+	catalog *catalog.Catalog
+	zones   []zone
+	vpcID   string
+	subnets []*subnet
+	groups  []securityGroup
+	// images grow when a release is published (PublishImageRelease);
+	// imagesMu guards them and latestRelease, the newest release of each
+	// family.
+	imagesMu      sync.RWMutex
+	images        []image
+	latestRelease map[string]string
+	priceTS       time.Time // the timestamp spot price history reports
+	priceMul      float64   // spot price = on-demand × this × per-pool factor; 1 by default
 }
 
 type zone struct {
@@ -137,6 +143,10 @@ func newWorld(opts Options, cat *catalog.Catalog, start time.Time) (*world, erro
 		{id: "sg-" + hashHex(17, opts.AccountID, "node"), name: opts.ClusterName + "-node", description: "Millwright nodes of " + opts.ClusterName, tags: nodeTags},
 	}
 	w.images = defaultImages(opts.KubernetesVersion)
+	w.latestRelease = map[string]string{
+		osAL2023: amazonLinuxReleases[len(amazonLinuxReleases)-1].version, osAL2: amazonLinuxReleases[len(amazonLinuxReleases)-1].version,
+		osBottlerocket: bottlerocketReleases[len(bottlerocketReleases)-1].version, osWindows: windowsReleases[len(windowsReleases)-1].version,
+	}
 	return w, nil
 }
 
@@ -177,7 +187,7 @@ func (w *world) subnetInZone(zoneName string) (*subnet, bool) {
 }
 
 func (w *world) imageByID(id string) (image, bool) {
-	for _, im := range w.images {
+	for _, im := range w.imageList() {
 		if im.id == id {
 			return im, true
 		}

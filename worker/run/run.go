@@ -270,7 +270,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	statusOptions := status.Options{
 		Informers: factory, DynamicInformers: dynamicFactory, Dynamic: dynamicClient,
-		Resolver: acts.Cloud().NodeClasses, ResolveInterval: cfg.NodeClassResolveInterval, Clock: cfg.Clock, Logger: logger,
+		Resolver: acts.Cloud().NodeClasses, ResolveInterval: cfg.NodeClassResolveInterval, NodeClaims: nodeClaimWatcher != nil,
+		Clock: cfg.Clock, Logger: logger,
 	}
 	if profiles := acts.Cloud().InstanceProfiles; profiles != nil {
 		statusOptions.InstanceProfiles = profiles

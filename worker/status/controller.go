@@ -23,6 +23,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
+	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/activities/planning"
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/disruption"
@@ -64,6 +65,9 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Resolver resolves EC2NodeClasses.
 	Resolver NodeClassResolver
+	// NodeClaims: the API serves millwright.dev/v1 nodeclaims; a deleted
+	// NodePool's NodeClaims are deleted (else only its Nodes are).
+	NodeClaims bool
 	// InstanceProfiles, when set, removes the managed instance profiles of
 	// deleted classes (the EC2 provider's InstanceProfiles).
 	InstanceProfiles InstanceProfileCollector
@@ -105,9 +109,16 @@ func New(opts Options) (*Controllers, error) {
 	if err := nodes.AddIndexers(cache.Indexers{nodePoolIndex: nodePoolOfNode}); err != nil {
 		return nil, fmt.Errorf("status controllers: indexing Nodes by NodePool: %w", err)
 	}
+	var claims cache.SharedIndexInformer
+	if opts.NodeClaims {
+		claims = opts.DynamicInformers.ForResource(kube.NodeClaimResource).Informer()
+		if err := claims.AddIndexers(cache.Indexers{nodeClaimPoolIndex: nodePoolOfClaim}); err != nil {
+			return nil, fmt.Errorf("status controllers: indexing NodeClaims by NodePool: %w", err)
+		}
+	}
 
 	poolController := &nodePoolController{
-		nodes: nodes, pools: pools, classes: classes,
+		nodes: nodes, pools: pools, classes: classes, claims: claims, dynamic: opts.Dynamic,
 		client: opts.Dynamic.Resource(planning.NodePoolResource), clock: opts.Clock, logger: opts.Logger.Named("nodepool-status"),
 	}
 	classController := &nodeClassController{
@@ -119,6 +130,22 @@ func New(opts Options) (*Controllers, error) {
 		classes: newReconcileLoop("ec2nodeclass-status", classController.reconcile, opts.Clock, classController.logger),
 	}
 	if err := c.watch(nodes, pools, classes); err != nil {
+		return nil, fmt.Errorf("status controllers: %w", err)
+	}
+	if claims == nil {
+		return c, nil
+	}
+	// A deleted pool is looked at again as its NodeClaims go.
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pools, _ := nodePoolOfClaim(obj); len(pools) == 1 {
+				c.pools.queue.Add(pools[0])
+			}
+		},
+	}); err != nil {
 		return nil, fmt.Errorf("status controllers: %w", err)
 	}
 	return c, nil
@@ -264,10 +291,12 @@ func (l *reconcileLoop) run(ctx context.Context) {
 }
 
 type nodePoolController struct {
-	nodes, pools, classes cache.SharedIndexInformer
-	client                dynamic.ResourceInterface
-	clock                 clock.PassiveClock
-	logger                *zap.Logger
+	nodes, pools, classes, claims cache.SharedIndexInformer
+	client                        dynamic.ResourceInterface
+	// dynamic deletes a deleted pool's NodeClaims and Nodes.
+	dynamic dynamic.Interface
+	clock   clock.PassiveClock
+	logger  *zap.Logger
 }
 
 func (c *nodePoolController) reconcile(ctx context.Context, name string) (time.Duration, error) {
@@ -276,6 +305,12 @@ func (c *nodePoolController) reconcile(ctx context.Context, name string) (time.D
 		return 0, err
 	}
 	u := obj.(*unstructured.Unstructured)
+	if u.GetDeletionTimestamp() != nil {
+		return c.terminate(ctx, u)
+	}
+	if err := c.ensureFinalizer(ctx, u); err != nil {
+		return 0, err
+	}
 	var pool apisv1.NodePool
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
 		// The CRD's schema makes this all but impossible; without the
