@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,4 +62,20 @@ func describe(n *corev1.Node) string {
 		return "no Node"
 	}
 	return fmt.Sprintf("finalizers %v, ready %v, annotations %v, unschedulable %v", n.Finalizers, nodeReady(n), n.Annotations, n.Spec.Unschedulable)
+}
+
+func TestUnhandledCommandIsNoCodeFailure(t *testing.T) {
+	tests := []struct {
+		cause enumspb.WorkflowTaskFailedCause
+		want  bool
+	}{
+		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR, true},
+		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE, true},
+		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, false},
+	}
+	for _, tc := range tests {
+		if got := isCodeFailure(tc.cause); got != tc.want {
+			t.Errorf("isCodeFailure(%s) = %v, want %v", tc.cause, got, tc.want)
+		}
+	}
 }
