@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 45m
 PKGS := ./...
 WORKLOADS ?= ../shared/benchmarks
 
-.PHONY: all build test test-prereqs bench chaos scale lint demo plan-demo dev tools ci-prereqs generate
+.PHONY: all build test test-prereqs bench chaos scale consolidation lint demo plan-demo dev tools ci-prereqs generate
 
 all: build
 
@@ -56,6 +56,16 @@ SCENARIOS ?= all
 ## for correctness only.
 scale: tools
 	$(GO) test -timeout 3h -count=1 -v -run '^TestScale$$' ./harness/scale/ -args -scale.scenarios=$(SCENARIOS)
+
+# CONSOLIDATION picks `make consolidation`'s scenarios (comma-separated).
+CONSOLIDATION ?= mixed-600,karpenter-perf
+
+## consolidation: consolidation on the local stack with two workers: a workload
+## scaled up on a WhenEmptyOrUnderutilized pool, every deployment scaled down,
+## then cost against a fresh plan of the remaining pods, time to ≤ 1.15×,
+## budget and PDBs sampled. `make test` runs the 60-pod version.
+consolidation: tools
+	$(GO) test -timeout 3h -count=1 -v -run '^TestConsolidation$$' ./harness/scale/ -args -consolidation.scenarios=$(CONSOLIDATION)
 
 ## generate: regenerate deepcopy code and the CRDs from model/apis/v1.
 generate:

@@ -223,6 +223,11 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 
 // poolInstances are the emulator's instances of the pool (live only, or all).
 func poolInstances(s *driver.Stack, liveOnly bool) map[string]instanceInfo {
+	return poolInstancesOf(s, poolName, liveOnly)
+}
+
+// poolInstancesOf are the emulator's instances of pool (live only, or all).
+func poolInstancesOf(s *driver.Stack, pool string, liveOnly bool) map[string]instanceInfo {
 	out := map[string]instanceInfo{}
 	state := s.Emulator().State()
 	instances := state.Instances
@@ -230,7 +235,7 @@ func poolInstances(s *driver.Stack, liveOnly bool) map[string]instanceInfo {
 		instances = state.LiveInstances()
 	}
 	for _, i := range instances {
-		if i.Tags[apisv1.TagNodePool] == poolName {
+		if i.Tags[apisv1.TagNodePool] == pool {
 			out[i.ID] = instanceInfo{launched: i.LaunchTime, instanceType: i.InstanceType, zone: i.Zone, capacityType: i.CapacityType}
 		}
 	}

@@ -1,0 +1,355 @@
+package scale
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/planning"
+	"github.com/millwright/millwright/harness/driver"
+	"github.com/millwright/millwright/local/stack/stacktest"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/packer"
+)
+
+var consolidationFlag = flag.String("consolidation.scenarios", "ci",
+	"comma-separated consolidation scenarios (ci, mixed-600, karpenter-perf)")
+
+// The consolidation benchmark's pool and namespace (apart from TestScale's).
+const (
+	consolidationPool      = "consolidate"
+	consolidationNamespace = "consolidate"
+	consolidateAfter       = 30 * time.Second
+	// settleWindow is the issue's bound: within it after consolidateAfter
+	// the nodes must cost at most maxCostRatio × a fresh plan.
+	settleWindow = 5 * time.Minute
+	maxCostRatio = 1.15
+	// defaultBudget is the pool's (Karpenter's default, 10%).
+	defaultBudget = 0.10
+)
+
+// consolidationScenario scales deployments up, then down to keep of each.
+type consolidationScenario struct {
+	name        string
+	deployments []deployment
+	// keep is the share of each deployment's replicas left after the
+	// scale-down.
+	keep float64
+}
+
+var consolidationScenarios = map[string]consolidationScenario{
+	// `make test`'s: 60 pods of the mixed shapes → 30%.
+	"ci": {name: "ci", deployments: mixed("c", 6).deployments, keep: 0.3},
+	// The issue's: 600 pods over 10 deployments → 30% of each.
+	"mixed-600": {name: "mixed-600", deployments: mixed("c", 60).deployments, keep: 0.3},
+	// Karpenter's performance suite: 500 + 500 pods, then 350 + 350.
+	"karpenter-perf": {name: "karpenter-perf", deployments: []deployment{
+		{name: "small", replicas: 500, cpu: "900m", memory: "3100Mi"},
+		{name: "large", replicas: 500, cpu: "3500m", memory: "28Gi"},
+	}, keep: 0.7},
+}
+
+// TestConsolidation scales a workload up on a WhenEmptyOrUnderutilized pool
+// (consolidateAfter 30s, the default 10% budget), scales every deployment
+// down, and samples until the nodes cost at most 1.15× a fresh plan of the
+// remaining pods: it prints the cost before and after, the ratio and the
+// time it took; it fails on correctness only — a remaining pod not Running,
+// a PodDisruptionBudget below its desired healthy pods, more nodes
+// disrupting than the budget allows, the ratio not reached within
+// consolidateAfter + 5 min. `make consolidation` runs the large scenarios.
+func TestConsolidation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack (not with -short)")
+	}
+	var chosen []consolidationScenario
+	for _, name := range strings.Split(*consolidationFlag, ",") {
+		sc, ok := consolidationScenarios[name]
+		if !ok {
+			t.Fatalf("-consolidation.scenarios: no scenario %q (have ci, mixed-600, karpenter-perf)", name)
+		}
+		chosen = append(chosen, sc)
+	}
+	ctx := context.Background()
+	s := driver.StartForTest(t, "millwright-consolidation-", *keepFlag, driver.Options{})
+	if err := stacktest.ApplyObject(ctx, s.Dynamic, planning.NodePoolResource, consolidatingPool()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: consolidationNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var reports []string
+	for _, sc := range chosen {
+		report := runConsolidation(t, s, sc)
+		reports = append(reports, report)
+		fmt.Fprintln(os.Stderr, report)
+		if t.Failed() {
+			break
+		}
+	}
+	t.Log("\n" + strings.Join(reports, "\n"))
+}
+
+// consolidatingPool is TestScale's pool under WhenEmptyOrUnderutilized.
+func consolidatingPool() *unstructured.Unstructured {
+	pool := nodePool()
+	pool.SetName(consolidationPool)
+	_ = unstructured.SetNestedField(pool.Object, string(apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized), "spec", "disruption", "consolidationPolicy")
+	_ = unstructured.SetNestedField(pool.Object, consolidateAfter.String(), "spec", "disruption", "consolidateAfter")
+	return pool
+}
+
+// inPool is d on the consolidation pool and namespace.
+func inPool(d deployment, replicas int) deployment {
+	d.replicas = replicas
+	return d
+}
+
+func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) string {
+	ctx := context.Background()
+	kube := s.Kube
+	var b strings.Builder
+	pods := 0
+	for _, d := range sc.deployments {
+		pods += d.replicas
+	}
+	fmt.Fprintf(&b, "consolidation %s: %d pods → %.0f%% of each deployment\n", sc.name, pods, 100*sc.keep)
+
+	created := time.Now()
+	for _, d := range sc.deployments {
+		obj := d.object()
+		obj.Namespace = consolidationNamespace
+		obj.Spec.Template.Spec.NodeSelector = map[string]string{apisv1.LabelNodePool: consolidationPool}
+		if _, err := kube.AppsV1().Deployments(consolidationNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating deployment %s: %v", d.name, err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: consolidationNamespace},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MaxUnavailable: ptr.To(intstr.FromString("20%")),
+				Selector:       obj.Spec.Selector,
+			},
+		}
+		if _, err := kube.PolicyV1().PodDisruptionBudgets(consolidationNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating PDB %s: %v", d.name, err)
+		}
+	}
+	t.Cleanup(func() { cleanUpConsolidation(t, s, sc) })
+	if !waitConsolidationPods(t, s, pods, bound(runningBoundPer1000, pods)) {
+		return b.String()
+	}
+	before := sampleConsolidation(ctx, s)
+	fmt.Fprintf(&b, "  scaled up               %d nodes, $%.2f/h, all Running after %s\n", before.nodes, before.cost, time.Since(created).Round(time.Second))
+
+	var kept []deployment
+	remaining := 0
+	for _, d := range sc.deployments {
+		n := int(math.Round(float64(d.replicas) * sc.keep))
+		kept = append(kept, inPool(d, n))
+		remaining += n
+		scale, err := kube.AppsV1().Deployments(consolidationNamespace).GetScale(ctx, d.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = int32(n)
+		if _, err := kube.AppsV1().Deployments(consolidationNamespace).UpdateScale(ctx, d.name, scale, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scaledDown := time.Now()
+	fresh, freshNodes := freshPlanCost(t, s, kept)
+
+	deadline := scaledDown.Add(consolidateAfter + settleWindow)
+	var last consolidationSample
+	var reached time.Duration
+	budgetExceeded, pdbViolations, samples, maxDisrupting := 0, 0, 0, 0
+	for time.Now().Before(deadline) {
+		last = sampleConsolidation(ctx, s)
+		samples++
+		maxDisrupting = max(maxDisrupting, last.disrupting)
+		if allowed := int(math.Ceil(defaultBudget * float64(last.nodes))); last.disrupting > allowed {
+			budgetExceeded++
+			t.Errorf("%s: %d nodes disrupting of %d, the 10%% budget allows %d", time.Since(scaledDown).Round(time.Second), last.disrupting, last.nodes, allowed)
+		}
+		for _, v := range last.pdbViolations {
+			pdbViolations++
+			t.Errorf("%s: %s", time.Since(scaledDown).Round(time.Second), v)
+		}
+		if last.cost <= maxCostRatio*fresh && last.running == remaining && last.disrupting == 0 {
+			reached = time.Since(scaledDown)
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	ratio := last.cost / fresh
+	fmt.Fprintf(&b, "  fresh plan of the %3d   %d nodes, $%.2f/h\n", remaining, freshNodes, fresh)
+	if reached > 0 {
+		fmt.Fprintf(&b, "  settled after           %s (consolidateAfter %s): %d nodes, $%.2f/h = %.2f× the fresh plan\n",
+			reached.Round(time.Second), consolidateAfter, last.nodes, last.cost, ratio)
+	} else {
+		fmt.Fprintf(&b, "  NOT settled after       %s: %d nodes, $%.2f/h = %.2f× the fresh plan, %d of %d pods Running\n",
+			consolidateAfter+settleWindow, last.nodes, last.cost, ratio, last.running, remaining)
+		t.Errorf("consolidation %s: $%.2f/h = %.2f× the fresh plan ($%.2f/h) %s after the scale-down, want ≤ %.2f×",
+			sc.name, last.cost, ratio, fresh, consolidateAfter+settleWindow, maxCostRatio)
+	}
+	fmt.Fprintf(&b, "  samples                 %d: most nodes disrupting at once %d, over budget %d, PDB violations %d\n",
+		samples, maxDisrupting, budgetExceeded, pdbViolations)
+	return b.String()
+}
+
+// consolidationSample is the pool as one look sees it.
+type consolidationSample struct {
+	nodes, disrupting, running int
+	cost                       float64
+	pdbViolations              []string
+}
+
+func sampleConsolidation(ctx context.Context, s *driver.Stack) consolidationSample {
+	var out consolidationSample
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + consolidationPool})
+	if err != nil {
+		return out
+	}
+	instances := poolInstancesOf(s, consolidationPool, true)
+	for _, n := range nodes.Items {
+		out.nodes++
+		id := n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]
+		if inst, ok := instances[id]; ok {
+			price, _ := s.Emulator().HourlyPrice(inst.instanceType, inst.zone, inst.capacityType)
+			out.cost += price
+		}
+		disrupting := n.DeletionTimestamp != nil || n.Spec.Unschedulable ||
+			slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == activities.DisruptedTaintKey })
+		if disrupting {
+			out.disrupting++
+		}
+	}
+	pods, err := s.Kube.CoreV1().Pods(consolidationNamespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for i := range pods.Items {
+			if stacktest.PodAvailable(&pods.Items[i]) && pods.Items[i].DeletionTimestamp == nil {
+				out.running++
+			}
+		}
+	}
+	pdbs, err := s.Kube.PolicyV1().PodDisruptionBudgets(consolidationNamespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, pdb := range pdbs.Items {
+			st := pdb.Status
+			// Evictions keep currentHealthy ≥ desiredHealthy; a scale-down
+			// lowers both, so only a drop below is a violation.
+			if st.ObservedGeneration == pdb.Generation && st.ExpectedPods > 0 && st.CurrentHealthy < st.DesiredHealthy {
+				out.pdbViolations = append(out.pdbViolations, fmt.Sprintf("PDB %s: %d healthy, %d desired", pdb.Name, st.CurrentHealthy, st.DesiredHealthy))
+			}
+		}
+	}
+	return out
+}
+
+// freshPlanCost is what the packer would launch for the kept pods from
+// nothing: the pool's requirements over the catalog, priced as the emulator
+// prices them, in the zones the pool's nodes used.
+func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (float64, int) {
+	t.Helper()
+	zones := map[string]bool{}
+	for _, inst := range poolInstancesOf(s, consolidationPool, false) {
+		zones[inst.zone] = true
+	}
+	var zoneList []string
+	for z := range zones {
+		zoneList = append(zoneList, z)
+	}
+	slices.Sort(zoneList)
+	var types []*catalog.InstanceType
+	for _, spec := range catalog.MustDefault().InstanceTypes {
+		var offerings catalog.Offerings
+		for _, z := range zoneList {
+			for _, ct := range []string{apisv1.CapacityTypeSpot, apisv1.CapacityTypeOnDemand} {
+				if price, ok := s.Emulator().HourlyPrice(spec.Name, z, ct); ok {
+					offerings = append(offerings, catalog.Offering{Zone: z, CapacityType: ct, Price: price, Available: true})
+				}
+			}
+		}
+		types = append(types, spec.InstanceType(offerings))
+	}
+	requirements := consolidatingPoolRequirements()
+	in := packer.Input{NodePools: []packer.NodePool{{
+		Name: consolidationPool, Requirements: requirements, InstanceTypes: types,
+		CapacityTypes: []string{apisv1.CapacityTypeSpot, apisv1.CapacityTypeOnDemand},
+	}}}
+	for _, d := range kept {
+		template := d.object().Spec.Template
+		for i := range d.replicas {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", d.name, i), Namespace: consolidationNamespace, Labels: template.Labels},
+				Spec: *template.Spec.DeepCopy()}
+			pod.Spec.NodeSelector = nil
+			in.Pods = append(in.Pods, pod)
+		}
+	}
+	result, err := packer.Pack(in)
+	if err != nil {
+		t.Fatalf("fresh plan: %v", err)
+	}
+	if len(result.Unschedulable) > 0 {
+		t.Errorf("fresh plan: %d pods unschedulable (first: %s)", len(result.Unschedulable), result.Unschedulable[0].Reason)
+	}
+	return result.TotalPrice(), len(result.NewNodes)
+}
+
+// consolidatingPoolRequirements are the pool's template requirements.
+func consolidatingPoolRequirements() []corev1.NodeSelectorRequirement {
+	return []corev1.NodeSelectorRequirement{
+		{Key: apisv1.LabelInstanceCategory, Operator: corev1.NodeSelectorOpIn, Values: []string{"c", "m", "r"}},
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+	}
+}
+
+func waitConsolidationPods(t *testing.T, s *driver.Stack, want int, limit time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		sample := sampleConsolidation(context.Background(), s)
+		if sample.running >= want {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d of %d pods Running after %s", sample.running, want, limit)
+			return false
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// cleanUpConsolidation deletes the scenario's deployments and PDBs and
+// waits for the pool to empty, so the next scenario starts from nothing.
+func cleanUpConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) {
+	ctx := context.Background()
+	for _, d := range sc.deployments {
+		_ = s.Kube.AppsV1().Deployments(consolidationNamespace).Delete(ctx, d.name, metav1.DeleteOptions{})
+		_ = s.Kube.PolicyV1().PodDisruptionBudgets(consolidationNamespace).Delete(ctx, d.name, metav1.DeleteOptions{})
+	}
+	deadline := time.Now().Add(bound(zeroBoundPer1000, 1000))
+	for time.Now().Before(deadline) {
+		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + consolidationPool})
+		if err == nil && len(nodes.Items) == 0 && len(poolInstancesOf(s, consolidationPool, true)) == 0 {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Errorf("consolidation %s: the pool's nodes are still there after the cleanup", sc.name)
+}
