@@ -133,6 +133,9 @@ func runWithStack(m *testing.M) (code int) {
 		// instances have a running node workflow until they are gone.
 		GarbageCollectionGrace:    20 * time.Second,
 		GarbageCollectionInterval: 2 * time.Second,
+		// Short, so TestAMIDriftReplacesEveryNode sees a new AMI release
+		// within seconds (plus the resolver's 1-minute cache).
+		NodeClassResolveInterval: 3 * time.Second,
 		Metrics:                   workerMetrics,
 		Logger:                    logger.Named("worker"),
 	}
