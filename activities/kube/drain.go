@@ -51,8 +51,8 @@ var drainGroups = []activities.DrainStage{
 //
 // Drain heartbeats DrainProgress after every step and, when retried, resumes
 // from the last one: its counters carry over and the taint step only writes
-// if the taint or cordon went missing. It returns once no drainable pod is
-// left on the Node.
+// if the taint or cordon went missing. It returns once two passes, one poll
+// apart, found no drainable pod left on the Node.
 func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (activities.DrainResponse, error) {
 	if req.NodeName == "" {
 		return activities.DrainResponse{}, invalidRequest(activities.DrainActivity, "nodeName", "empty")
@@ -139,6 +139,13 @@ type nodeDrain struct {
 	// backoff holds, per pod UID, when an eviction refused by a PDB may be
 	// tried again.
 	backoff *flowcontrol.Backoff
+	// emptySeen is set by the first pass that found no drainable pod. The
+	// Node is drained only when the next pass, one poll later, agrees: a
+	// scheduler whose cache missed the cordon (seen after a kube-apiserver
+	// restart in the chaos suite) can still bind a pod to the Node just
+	// after it looked empty, and terminating the instance then would take
+	// that pod down without an eviction, past its PDB.
+	emptySeen bool
 }
 
 // step is one pass over the Node's pods: deadline deletions, then evictions
@@ -170,8 +177,14 @@ func (d *nodeDrain) step(ctx context.Context) (bool, error) {
 		group := drainGroupOf(pod)
 		groups[group] = append(groups[group], pod)
 	}
+	if remaining > 0 {
+		d.emptySeen = false
+	}
 
 	switch {
+	case remaining == 0 && !d.emptySeen:
+		d.emptySeen = true
+		return false, nil
 	case remaining == 0:
 		d.progress.Stage = activities.DrainStageDone
 		d.progress.Blocked = nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
@@ -426,6 +428,38 @@ func TestDrainResumesFromHeartbeatDetails(t *testing.T) {
 	first, ok := progressDetail(h.heartbeats.all()[0])
 	if !ok || first.Evicted != 4 {
 		t.Errorf("first heartbeat = %+v, want the previous attempt's counters", h.heartbeats.all()[0])
+	}
+}
+
+// A pod bound to the Node just after a pass found it empty (a scheduler
+// whose cache missed the cordon, seen after a kube-apiserver restart in the
+// chaos suite) is evicted: one empty pass does not end the drain, a second
+// one does. Before, Drain returned at the first empty pass, the instance was
+// terminated with the late pod on it and its PDB fell below minAvailable.
+func TestDrainConfirmsTheNodeEmptyOnASecondPass(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("late-bind").build())
+	waitNodeReady(t, node.Name)
+	namespace := clustertesting.CreateNamespace(t, testClientset, "late-bind")
+	if err := h.activities.cordon(t.Context(), activities.DrainRequest{NodeName: node.Name, Reason: "test"}, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	drain := &nodeDrain{
+		Activities: h.activities,
+		req:        activities.DrainRequest{NodeName: node.Name, Reason: "test", Voluntary: true},
+		logger:     zap.NewNop(),
+		progress:   activities.DrainProgress{Stage: activities.DrainStageEvictNonCritical},
+		backoff:    flowcontrol.NewBackOff(time.Second, time.Second),
+	}
+	if done, err := drain.step(t.Context()); err != nil || done {
+		t.Fatalf("first empty pass: done = %v, err = %v; want not done until a second pass agrees", done, err)
+	}
+	createPod(t, newPod(namespace, "bound-late", node.Name).build())
+	clustertesting.Eventually(t, 30*time.Second, "the late pod evicted and the drain done", func(ctx context.Context) (bool, error) {
+		return drain.step(ctx)
+	})
+	if drain.progress.Evicted != 1 {
+		t.Errorf("evicted = %d, want the late pod evicted (1)", drain.progress.Evicted)
 	}
 }
 
