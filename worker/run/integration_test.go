@@ -136,8 +136,8 @@ func runWithStack(m *testing.M) (code int) {
 		// Short, so TestAMIDriftReplacesEveryNode sees a new AMI release
 		// within seconds (plus the resolver's 1-minute cache).
 		NodeClassResolveInterval: 3 * time.Second,
-		Metrics:                   workerMetrics,
-		Logger:                    logger.Named("worker"),
+		Metrics:                  workerMetrics,
+		Logger:                   logger.Named("worker"),
 	}
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	workerDone := make(chan error, 1)
