@@ -239,7 +239,11 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 	deleted := time.Now()
 	kubectl(t, "delete", "node", nodeName, "--wait=false")
 	var drain *workflowpb.PendingActivityInfo
-	poll(t, terminateTimeout, "the Drain activity running on the cordoned Node, held by the budget", func(ctx context.Context) (bool, error) {
+	// The kill must come after the attempt's first heartbeat reached the
+	// server: a worker killed before that leaves no progress to resume from,
+	// and the next attempt rightly starts over (seen in CI, killed 121 ms
+	// after the delete).
+	poll(t, terminateTimeout, "the Drain activity running on the cordoned Node, held by the budget, its progress heartbeated", func(ctx context.Context) (bool, error) {
 		state, err := tryQueryState(wf.ID)
 		if err != nil || state.Phase != workflows.PhaseDraining {
 			return false, err
@@ -251,7 +255,9 @@ func TestWorkerKilledMidDrain(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return drain.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && n.Spec.Unschedulable && stacktest.HasTaint(n, activities.DisruptedTaintKey), nil
+		progress, ok := drainProgressOf(drain)
+		return drain.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && ok && progress.Stage != "" &&
+			n.Spec.Unschedulable && stacktest.HasTaint(n, activities.DisruptedTaintKey), nil
 	})
 	progress, _ := drainProgressOf(drain)
 	t.Logf("draining (Drain attempt %d started, last heartbeat %+v) %s after kubectl delete node",
