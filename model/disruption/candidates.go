@@ -68,7 +68,13 @@ func (c *computation) judge(ni *nodeInfo) {
 	}
 	ni.podBlocked = podsBlock(n.Pods, now)
 	if ni.pool != nil {
-		ni.driftKind, ni.drifted = c.driftOf(ni)
+		// Drift is judged only on an initialized node: until RegisterNode
+		// the Node lacks its stamps and its instance type's labels, and a
+		// missing label would read as RequirementsDrifted (Karpenter
+		// judges the NodeClaim, whose labels are complete from launch).
+		if n.Initialized {
+			ni.driftKind, ni.drifted = c.driftOf(ni)
+		}
 		ni.unhealthy = c.unhealthyOf(ni)
 		ni.notConsolidatable = c.consolidatable(ni)
 	}

@@ -219,6 +219,16 @@ func TestDrift(t *testing.T) {
 			want: []string{"Drifted/replace [n1] → [c.small/on-demand]"},
 		},
 	})
+	// A Node between its kubelet's registration and RegisterNode lacks the
+	// instance type's labels (instance-category, …) that RegisterNode adds:
+	// judged then, every new node of a pool requiring one of them looked
+	// RequirementsDrifted for a moment (178 drift notices in a scale run
+	// where nothing drifted).
+	registering := disruption.Compute(in(pool("default", requirement(apisv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c", "m")),
+		node("n1", "default", "c.large", busy, uninitialized, func(n *disruption.Node) { delete(n.Labels, apisv1.LabelInstanceCategory) })))
+	if v := registering.Verdicts[0]; v.Drifted != "" || v.DriftKind != "" {
+		t.Errorf("a node not yet registered is drifted %s: %q", v.DriftKind, v.Drifted)
+	}
 	r := disruption.Compute(in(withClass, node("n1", "default", "c.large", busy, current, launchedWith("ami-a", "subnet-1", "sg-1"))))
 	if got, want := r.Commands[0].Message, "Drifted: AMI ami-a → ami-b"; got != want {
 		t.Errorf("message = %q, want %q", got, want)
