@@ -62,6 +62,21 @@ type UpsertNodeClaimRequest struct {
 	InitializedAt time.Time       `json:"initializedAt,omitzero"`
 	// Termination is why the node leaves, once decided.
 	Termination *NodeClaimTermination `json:"termination,omitempty"`
+	// Drift is what the disruption workflow last found drifted (the
+	// Drifted condition, True with the drift kind as its reason); nil: not
+	// drifted, and a Drifted condition is removed.
+	Drift *NodeClaimCause `json:"drift,omitempty"`
+	// Disruption is the disruption command holding the node (the
+	// DisruptionReason condition, True with the command's reason); nil:
+	// none, and a DisruptionReason condition is removed.
+	Disruption *NodeClaimCause `json:"disruption,omitempty"`
+}
+
+// NodeClaimCause is why a condition holds: Reason is a CamelCase word
+// (AMIDrift, Underutilized), Message says more (AMI ami-a → ami-b).
+type NodeClaimCause struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
 }
 
 // NodeClaimTermination is why a node leaves.

@@ -19,6 +19,7 @@ import (
 // last write runs waits for it first; the run waits for the last one
 // before it ends or continues as new (awaitNodeClaimMirror).
 func (w *nodeLifecycle) mirrorNodeClaim() {
+	w.claimStale = false
 	if !changed(w.ctx, changeNodeClaimMirror) {
 		return
 	}
@@ -33,6 +34,27 @@ func (w *nodeLifecycle) mirrorNodeClaim() {
 	phase := string(w.state.Phase)
 	w.claimMirror = workflow.ExecuteActivity(workflow.WithActivityOptions(w.ctx, nodeClaimOptions()), activities.UpsertNodeClaimActivity, w.nodeClaimRequest())
 	w.claimMirrorPhase = phase
+}
+
+// flushNodeClaimConditions writes the NodeClaim when a message changed its
+// conditions (claimStale: a drift notice, a reservation or its release)
+// since the last write, so `kubectl get nodeclaim -o yaml` shows Drifted
+// while the node is Ready, not only at its next phase. Runs on the main
+// flow (message handlers never block); like a phase's write it waits for
+// the write in flight first. Runs recorded before changeNodeClaimConditions,
+// or that mirror synchronously, wait for the next phase.
+func (w *nodeLifecycle) flushNodeClaimConditions() {
+	if !w.claimStale {
+		return
+	}
+	w.claimStale = false
+	if w.state.Phase == PhaseTerminated || !changed(w.ctx, changeNodeClaimConditions) {
+		return
+	}
+	if !changed(w.ctx, changeNodeClaimMirror) || !changed(w.ctx, changeNodeClaimMirrorAsync) {
+		return
+	}
+	w.mirrorNodeClaim()
 }
 
 // awaitNodeClaimMirror waits for the NodeClaim write in flight, if any.
@@ -76,6 +98,12 @@ func (w *nodeLifecycle) nodeClaimRequest() activities.UpsertNodeClaimRequest {
 	}
 	if t := w.state.Termination; t != nil {
 		req.Termination = &activities.NodeClaimTermination{Reason: string(t.Reason), Detail: t.Detail, Voluntary: t.Voluntary}
+	}
+	if d := w.state.Drift; d != nil {
+		req.Drift = &activities.NodeClaimCause{Reason: d.Kind, Message: d.Message}
+	}
+	if r := w.state.Reservation; r != nil {
+		req.Disruption = &activities.NodeClaimCause{Reason: r.Reason, Message: r.Message}
 	}
 	return req
 }

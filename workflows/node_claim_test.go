@@ -3,12 +3,14 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
 )
@@ -118,5 +120,102 @@ func TestLaunchDoesNotWaitForTheNodeClaimWrite(t *testing.T) {
 	want := []string{"Launching", "Registering", "Initializing", "Ready", "Draining", "Terminating", "Terminated"}
 	if !slices.Equal(phases, want) {
 		t.Errorf("UpsertNodeClaim phases = %v, want %v", phases, want)
+	}
+}
+
+// claimWrite is one UpsertNodeClaim request, as the tests compare them.
+type claimWrite struct {
+	phase      string
+	at         time.Duration // after t0
+	drift      activities.NodeClaimCause
+	disruption activities.NodeClaimCause
+}
+
+func claimWrites(h *harness) []claimWrite {
+	var out []claimWrite
+	for _, call := range h.rec.calls(activities.UpsertNodeClaimActivity) {
+		req := call.(*activities.UpsertNodeClaimRequest)
+		w := claimWrite{phase: req.Phase, at: req.At.Sub(t0)}
+		if req.Drift != nil {
+			w.drift = *req.Drift
+		}
+		if req.Disruption != nil {
+			w.disruption = *req.Disruption
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// A drift notice reaches the NodeClaim at once, not at the node's next
+// phase: the Ready node writes it with the drift (the Drifted condition),
+// a repeated notice writes nothing, and "no longer drifted" writes it
+// without (the condition removed).
+func TestDriftNoticeWritesTheNodeClaim(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	notice := DriftNotice{Kind: "AMIDrift", Message: "AMI ami-a → ami-b"}
+	h.signal(time.Hour, SignalDrifted, notice)
+	h.signal(time.Hour+time.Minute, SignalDrifted, notice)
+	h.signal(2*time.Hour, SignalDrifted, DriftNotice{})
+	h.signal(3*time.Hour, SignalDrain, DrainRequest{Reason: "done"})
+	h.runNode(nodeSpec(), nil)
+
+	var ready []claimWrite
+	for _, w := range claimWrites(h) {
+		if w.phase == string(PhaseReady) {
+			ready = append(ready, w)
+		}
+	}
+	drifted := activities.NodeClaimCause{Reason: "AMIDrift", Message: "AMI ami-a → ami-b"}
+	if len(ready) != 3 || ready[1].at != time.Hour || ready[1].drift != drifted ||
+		ready[2].at != 2*time.Hour || ready[2].drift != (activities.NodeClaimCause{}) {
+		t.Fatalf("Ready NodeClaim writes %+v, want the phase's, the drift's at t0+1h and the undrift's at t0+2h", ready)
+	}
+}
+
+// A reservation by a disruption command writes the NodeClaim with the
+// command's reason (the DisruptionReason condition), its release without;
+// a committed reservation stays on the claim while the node leaves.
+func TestReservationWritesTheNodeClaim(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	reserve(h, time.Hour, testCommandID, func(error) {})
+	h.signal(time.Hour+time.Minute, SignalDisruptionRelease, CommandSignal{CommandID: testCommandID, Why: "no longer valid"})
+	reserve(h, 2*time.Hour, "disruption/c1/command-other-2", func(error) {})
+	h.signal(2*time.Hour+time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: "disruption/c1/command-other-2"})
+	h.runNode(nodeSpec(), nil)
+
+	reason := activities.NodeClaimCause{Reason: string(ReasonUnderutilized), Message: "Underutilized: 2 nodes → 1 m5.large"}
+	var got []string
+	for _, w := range claimWrites(h) {
+		if w.at < time.Hour {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s@%s:%v", w.phase, w.at, w.disruption == reason))
+	}
+	want := []string{"Ready@1h0m0s:true", "Ready@1h1m0s:false", "Ready@2h0m0s:true", "Draining@2h1m0s:true", "Terminating@2h1m0s:true", "Terminated@2h1m0s:true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("NodeClaim writes after t0+1h (phase@time:reserved) %v, want %v", got, want)
+	}
+}
+
+// A run recorded before changeNodeClaimConditions keeps its commands: a
+// drift notice is written with the node's next phase, not at once.
+func TestDriftNoticeBeforeTheChangeWaitsForTheNextPhase(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	h.env.OnGetVersion(string(changeNodeClaimConditions), workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	h.signal(time.Hour, SignalDrifted, DriftNotice{Kind: "AMIDrift", Message: "AMI ami-a → ami-b"})
+	h.signal(2*time.Hour, SignalDrain, DrainRequest{Reason: "done"})
+	h.runNode(nodeSpec(), nil)
+
+	var got []string
+	for _, w := range claimWrites(h) {
+		got = append(got, fmt.Sprintf("%s:%s", w.phase, w.drift.Reason))
+	}
+	want := []string{"Launching:", "Registering:", "Initializing:", "Ready:", "Draining:AMIDrift", "Terminating:AMIDrift", "Terminated:AMIDrift"}
+	if !slices.Equal(got, want) {
+		t.Errorf("NodeClaim writes (phase:drift) %v, want %v", got, want)
 	}
 }

@@ -47,6 +47,7 @@ func (w *nodeLifecycle) handleReserve(_ workflow.Context, request ReserveRequest
 		w.state.Reservation = &Reservation{CommandID: request.CommandID, Reason: request.Reason, Message: request.Message, At: workflow.Now(w.ctx)}
 		w.logger.Info("Reserved for disruption", "command", request.CommandID, "reason", request.Reason, "message", request.Message)
 		w.decide("Reserved by disruption command %s: %s", request.CommandID, request.Message)
+		w.claimStale = true
 		w.wake.SendAsync(true)
 	}
 	return ReserveResult{Accepted: true, Phase: w.state.Phase}, nil
@@ -86,6 +87,7 @@ func (w *nodeLifecycle) applyDisruptionRelease(request CommandSignal) {
 		return
 	}
 	w.state.Reservation = nil
+	w.claimStale = true
 	w.logger.Info("Released from disruption", "command", request.CommandID, "why", request.Why)
 	w.decide("Released by disruption command %s: %s", request.CommandID, request.Why)
 }
@@ -147,8 +149,9 @@ func (w *nodeLifecycle) flushNotices() {
 
 // applyDrifted records what the disruption workflow found drifted (or that
 // nothing is any more) and shows it: the MillwrightDrifted search
-// attribute, and a decision in the node's history ("Drifted: AMI ami-a →
-// ami-b"). A notice that changes nothing is ignored.
+// attribute, a decision in the node's history ("Drifted: AMI ami-a →
+// ami-b") and the NodeClaim's Drifted condition (flushNodeClaimConditions).
+// A notice that changes nothing is ignored.
 func (w *nodeLifecycle) applyDrifted(notice DriftNotice) {
 	current := DriftNotice{}
 	if w.state.Drift != nil {
@@ -157,6 +160,7 @@ func (w *nodeLifecycle) applyDrifted(notice DriftNotice) {
 	if notice == current {
 		return
 	}
+	w.claimStale = true
 	update := DriftedAttribute.ValueUnset()
 	if notice.Kind == "" {
 		w.state.Drift = nil

@@ -69,6 +69,10 @@ type nodeLifecycle struct {
 	// nil when none is.
 	claimMirror      workflow.Future
 	claimMirrorPhase string
+	// claimStale: a message changed what the NodeClaim's conditions say
+	// (drift, a reservation) since the last write; the main flow writes it
+	// (flushNodeClaimConditions).
+	claimStale bool
 
 	// escalated: an involuntary request (an interruption) arrived after the
 	// termination reason was set; it makes the drain involuntary and
@@ -252,6 +256,7 @@ func (w *nodeLifecycle) queueReplan(req ReplanRequest) {
 // running is not an error: its periodic resync plans every pending pod.
 func (w *nodeLifecycle) flushOutbox() {
 	w.flushNotices()
+	w.flushNodeClaimConditions()
 	for len(w.outbox) > 0 {
 		req := w.outbox[0]
 		w.outbox = w.outbox[1:]

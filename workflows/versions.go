@@ -145,6 +145,12 @@ const (
 	// in phase order, awaited before the run ends or continues as new)
 	// instead of the lifecycle waiting for it at every phase.
 	changeNodeClaimMirrorAsync changeID = "node-claim-mirror-async"
+	// changeNodeClaimConditions (node_claim.go flushNodeClaimConditions):
+	// a drift notice, a reservation by a disruption command and its
+	// release write the NodeClaim at once (its Drifted and
+	// DisruptionReason conditions), in the phase the node is in, instead
+	// of waiting for the next phase's write.
+	changeNodeClaimConditions changeID = "node-claim-conditions"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -237,7 +237,7 @@ func (a *Activities) releaseNodeClaim(ctx context.Context, claim *apisv1.NodeCla
 }
 
 // desiredNodeClaim is the NodeClaim req describes, keeping from current
-// what the workflow does not own (conditions such as Drifted, transition
+// what the workflow does not own (conditions of other writers, transition
 // times of conditions that did not change, other finalizers and labels).
 func desiredNodeClaim(req activities.UpsertNodeClaimRequest, current *apisv1.NodeClaim, node *corev1.Node) *apisv1.NodeClaim {
 	claim := &apisv1.NodeClaim{
@@ -337,6 +337,18 @@ func setLifecycleConditions(conditions *[]metav1.Condition, req activities.Upser
 		set(apisv1.ConditionTypeInitialized, metav1.ConditionTrue, req.InitializedAt, "Initialized", "node "+req.NodeName)
 	} else {
 		pending(apisv1.ConditionTypeInitialized, "the Node to initialize")
+	}
+	// Drifted and DisruptionReason hold while their cause does, as
+	// Karpenter's: removed, not False, once it is gone.
+	for _, c := range []struct {
+		conditionType string
+		cause         *activities.NodeClaimCause
+	}{{apisv1.ConditionTypeDrifted, req.Drift}, {apisv1.ConditionTypeDisruptionReason, req.Disruption}} {
+		if c.cause == nil {
+			meta.RemoveStatusCondition(conditions, c.conditionType)
+			continue
+		}
+		set(c.conditionType, metav1.ConditionTrue, req.At, conditionReason(c.cause.Reason), c.cause.Message)
 	}
 	if t := req.Termination; t != nil && leaving {
 		set(apisv1.ConditionTypeDisrupted, metav1.ConditionTrue, req.At, conditionReason(t.Reason), t.Detail)

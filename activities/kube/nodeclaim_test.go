@@ -163,6 +163,86 @@ func TestUpsertNodeClaimMirrorsTheLifecycleOnce(t *testing.T) {
 	}
 }
 
+func drifted(kind, message string) func(*activities.UpsertNodeClaimRequest) {
+	return func(req *activities.UpsertNodeClaimRequest) {
+		req.Drift = &activities.NodeClaimCause{Reason: kind, Message: message}
+	}
+}
+
+func reservedFor(reason, message string) func(*activities.UpsertNodeClaimRequest) {
+	return func(req *activities.UpsertNodeClaimRequest) {
+		req.Disruption = &activities.NodeClaimCause{Reason: reason, Message: message}
+	}
+}
+
+// The drift and the disruption command the workflow reports show as
+// Karpenter's Drifted and DisruptionReason conditions, True with the kind
+// or command reason, and are removed (not set False) once gone; a write
+// that changes neither keeps its transition time and publishes nothing.
+func TestUpsertNodeClaimWritesDriftedAndDisruptionReason(t *testing.T) {
+	fake := record.NewFakeRecorder(100)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, withEvents(events.NewRecorder(fake, clocktesting.NewFakeClock(t0))))
+	ctx := context.Background()
+	name := "nc-drifted"
+	ready := func(at time.Duration, options ...func(*activities.UpsertNodeClaimRequest)) activities.UpsertNodeClaimRequest {
+		return nodeClaimRequest(name, activities.NodePhaseReady, t0.Add(at), append([]func(*activities.UpsertNodeClaimRequest){launched(t0)}, options...)...)
+	}
+	type want struct {
+		status          metav1.ConditionStatus // "" when the condition is absent
+		reason, message string
+		since           time.Duration // LastTransitionTime after t0
+	}
+	steps := []struct {
+		name                     string
+		req                      activities.UpsertNodeClaimRequest
+		drifted, disruptedReason want
+	}{
+		{name: "ready", req: ready(0)},
+		{
+			name: "AMI drift", req: ready(time.Hour, drifted("AMIDrift", "AMI ami-a → ami-b")),
+			drifted: want{metav1.ConditionTrue, "AMIDrift", "AMI ami-a → ami-b", time.Hour},
+		},
+		{
+			name: "another drift", req: ready(2*time.Hour, drifted("NodePoolDrifted", "NodePool hash 1 → 2")),
+			drifted: want{metav1.ConditionTrue, "NodePoolDrifted", "NodePool hash 1 → 2", time.Hour},
+		},
+		{
+			name: "reserved", req: ready(3*time.Hour, drifted("NodePoolDrifted", "NodePool hash 1 → 2"), reservedFor("Drifted", "Drifted: replace 1 node")),
+			drifted:         want{metav1.ConditionTrue, "NodePoolDrifted", "NodePool hash 1 → 2", time.Hour},
+			disruptedReason: want{metav1.ConditionTrue, "Drifted", "Drifted: replace 1 node", 3 * time.Hour},
+		},
+		{name: "no longer drifted, released", req: ready(4 * time.Hour)},
+	}
+	for _, step := range steps {
+		if _, err := h.activities.UpsertNodeClaim(ctx, step.req); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		claim, err := h.nodeClaim(t, name)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		for conditionType, w := range map[string]want{apisv1.ConditionTypeDrifted: step.drifted, apisv1.ConditionTypeDisruptionReason: step.disruptedReason} {
+			c := meta.FindStatusCondition(claim.Status.Conditions, conditionType)
+			switch {
+			case w.status == "" && c != nil:
+				t.Errorf("%s: %s condition %+v, want none", step.name, conditionType, *c)
+			case w.status == "":
+			case c == nil:
+				t.Errorf("%s: no %s condition, want %+v", step.name, conditionType, w)
+			case c.Status != w.status || c.Reason != w.reason || c.Message != w.message || !c.LastTransitionTime.Time.Equal(t0.Add(w.since)):
+				t.Errorf("%s: %s condition %s/%s %q since t0+%s, want %+v", step.name, conditionType, c.Status, c.Reason, c.Message, c.LastTransitionTime.Sub(t0), w)
+			}
+		}
+		if !meta.IsStatusConditionTrue(claim.Status.Conditions, apisv1.ConditionTypeLaunched) || claim.Status.Phase != activities.NodePhaseReady {
+			t.Errorf("%s: the other conditions or the phase changed: %s %+v", step.name, claim.Status.Phase, claim.Status.Conditions)
+		}
+	}
+	if got := publishedEvents(fake); len(got) != 1 {
+		t.Errorf("events %q, want only the first write's (same-phase writes publish nothing)", got)
+	}
+}
+
 // A NodeClaim deleted by hand while its node lives is written again by the
 // next phase; `kubectl delete nodeclaim` (with the finalizer) keeps it
 // until the node is Terminated.

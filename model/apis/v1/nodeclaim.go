@@ -85,7 +85,8 @@ type NodeClaimResources struct {
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
 
-// Condition types of a NodeClaim's status (Karpenter's, plus Draining).
+// Condition types of a NodeClaim's status (Karpenter's, plus Disrupted;
+// Ready is ConditionTypeReady).
 const (
 	// ConditionTypeLaunched: the instance exists.
 	ConditionTypeLaunched = "Launched"
@@ -94,8 +95,15 @@ const (
 	// ConditionTypeInitialized: the Node is Ready, its startup taints are
 	// gone and its extended resources allocatable.
 	ConditionTypeInitialized = "Initialized"
-	// ConditionTypeDrifted: the node no longer matches its pool or class.
+	// ConditionTypeDrifted: the node no longer matches its pool or class
+	// (the reason is the drift kind, AMIDrift...; removed when it matches
+	// again).
 	ConditionTypeDrifted = "Drifted"
+	// ConditionTypeDisruptionReason: a disruption command holds the node
+	// and has tainted it (the reason is the command's: Empty,
+	// Underutilized, Drifted, Unhealthy; removed when the command releases
+	// it).
+	ConditionTypeDisruptionReason = "DisruptionReason"
 	// ConditionTypeDrained: its pods were evicted.
 	ConditionTypeDrained = "Drained"
 	// ConditionTypeInstanceTerminating: the instance is being terminated.
@@ -127,9 +135,10 @@ type NodeClaimStatus struct {
 	// +optional
 	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
 	// Conditions are the lifecycle steps reached (Launched, Registered,
-	// Initialized, Drifted, Drained, InstanceTerminating, Disrupted) and
-	// Ready, True when every step up to Initialized is and the node is not
-	// leaving.
+	// Initialized, Drained, InstanceTerminating, Disrupted), Ready (True
+	// when every step up to Initialized is and the node is not leaving),
+	// and while they hold Drifted (reason: what drifted) and
+	// DisruptionReason (a disruption command holds the node).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
