@@ -124,7 +124,7 @@ func newCommand() *cobra.Command {
 	fs.IntVar(&f.kubeBurst, "kube-burst", run.DefaultKubeBurst,
 		"burst above --kube-qps the Kubernetes clients may make [$MILLWRIGHT_KUBE_BURST]")
 	fs.IntVar(&f.consolidationThreshold, "consolidation-threshold", disruption.DefaultConsolidationThreshold,
-		"consolidation's anti-churn score k: a consolidation must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
+		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")

@@ -219,6 +219,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		// correctness checks below fail the run.
 		fmt.Fprintf(&b, "  target NOT reached      %s after the scale-down (nodes unchanged for %s): %d nodes, $%.2f/h = %.2f× the fresh plan (target ≤ %.2f×), %d of %d pods Running\n",
 			time.Since(scaledDown).Round(time.Second), stableFor.Round(time.Second), last.nodes, last.cost, ratio, maxCostRatio, last.running, remaining)
+		b.WriteString(whyNotConsolidated(ctx, s))
 	}
 	if last.running < remaining {
 		t.Errorf("consolidation %s: %d of %d remaining pods Running at the end", sc.name, last.running, remaining)
@@ -226,6 +227,52 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 	fmt.Fprintf(&b, "  samples                 %d: most nodes disrupting at once %d, over budget %d, PDB violations %d\n",
 		samples, maxDisrupting, budgetExceeded, pdbViolations)
 	return b.String()
+}
+
+// whyNotConsolidated is, for each of the pool's nodes, the last
+// Unconsolidatable or DisruptionBlocked event: what kept it.
+func whyNotConsolidated(ctx context.Context, s *driver.Stack) string {
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + consolidationPool})
+	if err != nil {
+		return ""
+	}
+	evs, err := s.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"})
+	if err != nil {
+		return ""
+	}
+	last := map[string]corev1.Event{}
+	for _, e := range evs.Items {
+		if e.Reason != "Unconsolidatable" && e.Reason != "DisruptionBlocked" {
+			continue
+		}
+		if prev, ok := last[e.InvolvedObject.Name]; !ok || eventTime(e).After(eventTime(prev)) {
+			last[e.InvolvedObject.Name] = e
+		}
+	}
+	var b strings.Builder
+	for _, n := range nodes.Items {
+		var pods int
+		if list, err := s.Kube.CoreV1().Pods(consolidationNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name}); err == nil {
+			pods = len(list.Items)
+		}
+		e, ok := last[n.Name]
+		why := "no event"
+		if ok {
+			why = e.Reason + ": " + e.Message
+		}
+		fmt.Fprintf(&b, "    %s %s %s, %d pods: %s\n", n.Name, n.Labels[corev1.LabelInstanceTypeStable], n.Labels[apisv1.LabelCapacityType], pods, why)
+	}
+	return b.String()
+}
+
+func eventTime(e corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // consolidationSample is the pool as one look sees it.

@@ -101,6 +101,8 @@ type result struct {
 	eventsPerNode                    float64
 	eventsPerNodeMax                 int64
 	provisionerEvents, provisionerCN int64
+	// created is when the scenario's deployments were created.
+	created time.Time
 }
 
 func (r result) String() string {
@@ -119,6 +121,7 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
 	fmt.Fprintf(&b, "  history events          %.1f per node workflow (max %d), provisioner %d in its current run after %d continue-as-new\n", r.eventsPerNode, r.eventsPerNodeMax, r.provisionerEvents, r.provisionerCN)
 	fmt.Fprintf(&b, "  provisioner             %s\n", r.provisioner)
+	b.WriteString(r.provisioner.timeline(r.created, 10*time.Second))
 	fmt.Fprintf(&b, "  node workflow signals   %s (over %d node workflows)\n", r.nodeSignals.signalsString(), r.nodeWorkflowsProfiled)
 	return b.String()
 }
@@ -151,6 +154,7 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	memory := startMemorySampler(s)
 	workflowTasksBefore, activitiesBefore := scrapeTaskLatency(s, workflowTaskScheduleToStart), scrapeTaskLatency(s, activityScheduleToStart)
 	created := time.Now()
+	r.created = created
 	var wg sync.WaitGroup
 	errs := make(chan error, len(sc.deployments))
 	for _, d := range sc.deployments {

@@ -13,11 +13,13 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/harness/driver"
 	"github.com/millwright/millwright/local/stack/stacktest"
 )
@@ -124,6 +126,47 @@ func (t *podTracker) close() { close(t.stop) }
 type provisionerProfile struct {
 	plans, starts []time.Duration
 	signals       map[string]int
+	batches       []batchTrace
+}
+
+// batchTrace is one Plan activity of the provisioner: when it was
+// scheduled, what it was asked and what it answered.
+type batchTrace struct {
+	at                        time.Time
+	took                      time.Duration
+	signalled                 int
+	allPending                bool
+	considered, plans, placed int
+	deferred, unschedulable   int
+}
+
+// timeline is the batches by window of width after start: how many, the
+// pods they were signalled and considered, the node plans they returned.
+func (p provisionerProfile) timeline(start time.Time, width time.Duration) string {
+	var b strings.Builder
+	sorted := slices.Clone(p.batches)
+	slices.SortFunc(sorted, func(x, y batchTrace) int { return x.at.Compare(y.at) })
+	for i := 0; i < len(sorted); {
+		window := sorted[i].at.Sub(start) / width
+		var n, signalled, resyncs, considered, plans, placed, deferred int
+		var took time.Duration
+		for ; i < len(sorted) && sorted[i].at.Sub(start)/width == window; i++ {
+			bt := sorted[i]
+			n++
+			signalled += bt.signalled
+			considered += bt.considered
+			plans += bt.plans
+			placed += bt.placed
+			deferred += bt.deferred
+			took += bt.took
+			if bt.allPending {
+				resyncs++
+			}
+		}
+		fmt.Fprintf(&b, "    +%3ds  %2d batches (%d resync), %4d pods signalled, %4d considered, %3d plans, %4d on existing/in-flight, %4d deferred, Plan %s\n",
+			int((window * width).Seconds()), n, resyncs, signalled, considered, plans, placed, deferred, took.Round(100*time.Millisecond))
+	}
+	return b.String()
 }
 
 func (p provisionerProfile) String() string {
@@ -171,6 +214,7 @@ func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID str
 			switch from.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() {
 			case "Plan":
 				p.plans = append(p.plans, took)
+				p.batches = append(p.batches, traceBatch(from, event, took))
 			case "StartNodeWorkflows":
 				p.starts = append(p.starts, took)
 			}
@@ -181,6 +225,23 @@ func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID str
 			p.signals[event.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()]++
 		}
 	}
+}
+
+// traceBatch decodes a Plan activity's request and response.
+func traceBatch(scheduled, completed *historypb.HistoryEvent, took time.Duration) batchTrace {
+	bt := batchTrace{at: scheduled.GetEventTime().AsTime(), took: took}
+	var req activities.PlanRequest
+	if in := scheduled.GetActivityTaskScheduledEventAttributes().GetInput().GetPayloads(); len(in) > 0 &&
+		converter.GetDefaultDataConverter().FromPayload(in[0], &req) == nil {
+		bt.signalled, bt.allPending = len(req.PodKeys), req.AllPending
+	}
+	var resp activities.PlanResponse
+	if out := completed.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads(); len(out) > 0 &&
+		converter.GetDefaultDataConverter().FromPayload(out[0], &resp) == nil {
+		bt.considered, bt.plans, bt.placed = resp.PodsConsidered, len(resp.Plans), resp.PlacedOnExisting
+		bt.deferred, bt.unschedulable = len(resp.Deferred), max(len(resp.Unschedulable), resp.UnschedulableCount)
+	}
+	return bt
 }
 
 // taskLatency is the workers' summed Temporal SDK histogram for one

@@ -243,6 +243,26 @@ func TestConsolidation(t *testing.T) {
 			verdicts: map[string]string{"n1": "Not worth the disruption"},
 		},
 		{
+			name:   "a delete is not scored",
+			source: "consolidation_test.go: Delete / can delete nodes (WhenEmptyOrUnderutilized takes any delete)",
+			// Deleting s1 saves 2.4% of the pool's cost for 6.3% of its
+			// disruption: a score of 0.39, below 1/2, but it launches
+			// nothing, so it cannot start a chain.
+			in: input(pools(pool("default", budgets(budget("1")))),
+				node("s1", "default", "c.small", running(pods(4, "s", "250m", "256Mi")...)),
+				node("l1", "default", "c.large", running(pods(6, "a", "1", "1Gi")...)),
+				node("l2", "default", "c.large", running(pods(6, "b", "1", "1Gi")...)),
+				node("l3", "default", "c.large", running(pods(6, "c", "1", "1Gi")...)),
+				node("l4", "default", "c.large", running(pods(6, "d", "1", "1Gi")...)),
+				node("l5", "default", "c.large", running(pods(6, "e", "1", "1Gi")...)),
+				node("l6", "default", "c.large", running(pods(6, "f", "1", "1Gi")...)),
+				node("l7", "default", "c.large", running(pods(6, "g", "1", "1Gi")...)),
+				node("l8", "default", "c.large", running(pods(6, "h", "1", "1Gi")...)),
+				node("l9", "default", "c.large", running(pods(6, "i", "1", "1Gi")...)),
+				node("l10", "default", "c.large", running(pods(6, "j", "1", "1Gi")...))),
+			want: []string{"Underutilized/delete [s1]"},
+		},
+		{
 			name:   "with the score off, any saving is taken",
 			source: "consolidation_test.go: Replace / can replace node (pre-balanced behaviour)",
 			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),

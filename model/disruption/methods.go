@@ -226,10 +226,6 @@ func (c *computation) singleNodeConsolidation() {
 			ni.refused = budgetMessage(ni.pool, ReasonUnderutilized)
 			continue
 		}
-		if why := c.scoreRefusal([]*nodeInfo{ni}, ni.node.Price); why != "" {
-			ni.refused = why // even deleting it would not be worth it
-			continue
-		}
 		simulations++
 		found, why := c.consolidate([]*nodeInfo{ni})
 		if found == nil {
@@ -264,9 +260,11 @@ func (c *computation) consolidate(cands []*nodeInfo) (*consolidation, string) {
 		if !c.poolsAllow(cands, removed) {
 			return nil, "deleting it would take the NodePool below minNodes"
 		}
-		if why := c.scoreRefusal(cands, price); why != "" {
-			return nil, why
-		}
+		// No score for a delete: it saves the whole price of its nodes and
+		// launches nothing that could be replaced again, so it cannot start
+		// a chain; WhenEmptyOrUnderutilized takes it (Karpenter's rule).
+		// Scored, the last few nodes of a scaled-down pool, each holding a
+		// few pods that fit elsewhere, were kept at 1.5× a fresh plan.
 		cmd := Command{Reason: ReasonUnderutilized, Kind: KindDelete, Candidates: c.candidates(cands), SavingsPerHour: price}
 		cmd.Message = fmt.Sprintf("Underutilized: %s (%s) deleted, their pods fit on other nodes, saves $%.2f/h", nodesText(len(cands)), describeTypes(typesOf(cands)), price)
 		return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
@@ -342,7 +340,7 @@ func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
 	return true
 }
 
-// scoreRefusal applies the Balanced score (savings share of the pool's cost
+// scoreRefusal applies the Balanced score to a replacement (savings share of the pool's cost
 // over disruption share of the pool's disruption ≥ 1/k), per pool of the
 // candidates; "" when every pool approves or the score is off.
 func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64) string {

@@ -175,10 +175,12 @@ type Options struct {
 	// nomination (Karpenter's window). Callers that track NominatedUntil
 	// themselves can leave it zero.
 	BatchMaxDuration time.Duration
-	// ConsolidationThreshold is Karpenter's Balanced k: a consolidation is
+	// ConsolidationThreshold is Karpenter's Balanced k: a replacement is
 	// taken only if (saving / pool cost) / (disruption / pool disruption)
 	// ≥ 1/k. 0 means DefaultConsolidationThreshold; negative disables the
 	// score (any saving is taken, Karpenter's pre-balanced behaviour).
+	// Deletes are never scored: they save their nodes' whole price and
+	// launch nothing that could be replaced again.
 	ConsolidationThreshold int
 	// MinSavingsPerHour is an absolute floor on a replace's saving in $/h
 	// (0: none).

@@ -1,0 +1,323 @@
+package disruption_test
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/disruption"
+	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/model/scheduling"
+)
+
+// settleWorld is a cluster simulated at the model level: nodes launched as
+// the packer plans them and EC2 fills them, pods deleted as a ReplicaSet
+// scale-down picks them, commands carried out at once.
+type settleWorld struct {
+	t     *testing.T
+	types []*catalog.InstanceType
+	byKey map[string]*catalog.InstanceType
+	pool  disruption.NodePool
+	in    disruption.Input
+	seq   int
+}
+
+// unitHash is a deterministic value in [0, 1) for the parts.
+func unitHash(parts ...string) float64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return float64(h.Sum64()%1_000_000) / 1_000_000
+}
+
+// settleTypes are the catalog's c, m and r amd64 types in three zones:
+// on-demand at the catalog price, spot at 30–70% of it (as the emulator
+// prices them).
+func settleTypes() []*catalog.InstanceType {
+	var out []*catalog.InstanceType
+	for _, spec := range catalog.MustDefault().InstanceTypes {
+		offerings := spec.OnDemandOfferings(benchZones)
+		for _, z := range benchZones {
+			offerings = append(offerings, catalog.Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot,
+				Price: math.Round(spec.OnDemandPrice*(0.30+0.40*unitHash("spot-price", spec.Name, z))*1e4) / 1e4, Available: true})
+		}
+		out = append(out, spec.InstanceType(offerings))
+	}
+	return out
+}
+
+func newSettleWorld(t *testing.T) *settleWorld {
+	w := &settleWorld{t: t, types: settleTypes(), byKey: map[string]*catalog.InstanceType{}}
+	for _, it := range w.types {
+		w.byKey[it.Name] = it
+	}
+	w.pool = pool("default", launchTypes(w.types), spotLaunches, consolidateAfter("30s"), budgets(budget("10%")),
+		requirement(apisv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c", "m", "r"),
+		requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"))
+	w.in = disruption.Input{Now: now, NodePools: pools(w.pool)}
+	return w
+}
+
+// launch adds a node for each plan, on the offering EC2 would pick:
+// price-capacity-optimized for spot (deep pools first, cheapest within),
+// lowest-price for on-demand.
+func (w *settleWorld) launch(plans []packer.NodePlan, byConsolidation bool) {
+	for _, plan := range plans {
+		opts := slices.Clone(plan.Options)
+		if opts[0].CapacityType == apisv1.CapacityTypeSpot {
+			sort.SliceStable(opts, func(i, j int) bool {
+				di, dj := unitHash("spot-capacity", opts[i].InstanceType, plan.Zone) >= 0.5, unitHash("spot-capacity", opts[j].InstanceType, plan.Zone) >= 0.5
+				if di != dj {
+					return di
+				}
+				return opts[i].Price < opts[j].Price
+			})
+		}
+		o := opts[0]
+		it := w.byKey[o.InstanceType]
+		w.seq++
+		name := fmt.Sprintf("node-%03d", w.seq)
+		n := disruption.Node{
+			ClaimName: name, Name: name, NodePool: "default", InstanceType: it.Name, Zone: plan.Zone, CapacityType: o.CapacityType,
+			Price: o.Price, Allocatable: it.Allocatable, CreatedAt: w.in.Now, Initialized: true,
+			LastPodEventAt: w.in.Now, Ready: corev1.ConditionTrue, ReadySince: w.in.Now,
+			Labels: map[string]string{
+				scheduling.LabelNodePool: "default", scheduling.LabelInstanceType: it.Name, scheduling.LabelZone: plan.Zone,
+				scheduling.LabelCapacityType: o.CapacityType, scheduling.LabelHostname: name,
+			},
+		}
+		for k, v := range it.Labels {
+			if _, set := n.Labels[k]; !set {
+				n.Labels[k] = v
+			}
+		}
+		if byConsolidation {
+			n.LaunchedByConsolidationAt = w.in.Now
+		}
+		for _, p := range plan.Pods {
+			running(p)(&n)
+		}
+		w.in.Nodes = append(w.in.Nodes, n)
+	}
+}
+
+// fresh is the packer's plan of pods from nothing.
+func (w *settleWorld) fresh(pods []*corev1.Pod) packer.Result {
+	var cp []*corev1.Pod
+	for _, p := range pods {
+		q := p.DeepCopy()
+		q.Spec.NodeName = ""
+		cp = append(cp, q)
+	}
+	r, err := packer.Pack(packer.Input{Pods: cp, NodePools: []packer.NodePool{w.pool.Launch}})
+	if err != nil || len(r.Unschedulable) > 0 {
+		w.t.Fatalf("plan: %v, %d unschedulable", err, len(r.Unschedulable))
+	}
+	return r
+}
+
+func (w *settleWorld) cost() float64 {
+	total := 0.0
+	for _, n := range w.in.Nodes {
+		total += n.Price
+	}
+	return total
+}
+
+func (w *settleWorld) pods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, n := range w.in.Nodes {
+		for _, p := range n.Pods {
+			out = append(out, p.Pod)
+		}
+	}
+	return out
+}
+
+// scaleDown keeps keep of each deployment, deleting as the ReplicaSet
+// controller ranks pods: from the node running the most of the same
+// deployment first.
+func (w *settleWorld) scaleDown(keep float64) {
+	byApp := map[string]int{}
+	for _, p := range w.pods() {
+		byApp[p.Labels["app"]]++
+	}
+	apps := make([]string, 0, len(byApp))
+	for app := range byApp {
+		apps = append(apps, app)
+	}
+	sort.Strings(apps)
+	for _, app := range apps {
+		for remove := byApp[app] - int(math.Round(float64(byApp[app])*keep)); remove > 0; remove-- {
+			best, most := -1, 0
+			for i, n := range w.in.Nodes {
+				count := 0
+				for _, p := range n.Pods {
+					if p.Pod.Labels["app"] == app {
+						count++
+					}
+				}
+				if count > most {
+					best, most = i, count
+				}
+			}
+			n := &w.in.Nodes[best]
+			i := slices.IndexFunc(n.Pods, func(p disruption.Pod) bool { return p.Pod.Labels["app"] == app })
+			n.Pods = slices.Delete(n.Pods, i, i+1)
+			n.LastPodEventAt = w.in.Now
+		}
+	}
+}
+
+// carryOut runs r's commands to their end: replacements launched with their
+// planned pods, candidates gone, every other moved pod placed by the packer
+// on the remaining nodes.
+func (w *settleWorld) carryOut(r disruption.Result) {
+	gone := map[string]bool{}
+	var moved []*corev1.Pod
+	for _, cmd := range r.Commands {
+		for _, c := range cmd.Candidates {
+			gone[c.NodeName] = true
+		}
+	}
+	var nodes []disruption.Node
+	for _, n := range w.in.Nodes {
+		if !gone[n.Name] {
+			nodes = append(nodes, n)
+			continue
+		}
+		for _, p := range n.Pods {
+			moved = append(moved, p.Pod)
+		}
+	}
+	w.in.Nodes = nodes
+	onReplacement := map[string]bool{}
+	for _, cmd := range r.Commands {
+		var plans []packer.NodePlan
+		for _, plan := range cmd.Replacements {
+			plan.Pods = slices.Clone(plan.Pods)
+			for i, p := range plan.Pods {
+				onReplacement[p.Namespace+"/"+p.Name] = true
+				plan.Pods[i] = p.DeepCopy()
+			}
+			plans = append(plans, plan)
+		}
+		w.launch(plans, true)
+	}
+	var rest []*corev1.Pod
+	for _, p := range moved {
+		if !onReplacement[p.Namespace+"/"+p.Name] {
+			q := p.DeepCopy()
+			q.Spec.NodeName = ""
+			rest = append(rest, q)
+		}
+	}
+	if len(rest) == 0 {
+		return
+	}
+	var capacity []packer.Node
+	for _, n := range w.in.Nodes {
+		avail := n.Allocatable
+		for _, p := range n.Pods {
+			avail = avail.Sub(requests(p.Pod))
+		}
+		capacity = append(capacity, packer.Node{Name: n.Name, Labels: n.Labels, Available: avail})
+	}
+	res, err := packer.Pack(packer.Input{Pods: rest, Nodes: capacity})
+	if err != nil || len(res.Unschedulable) > 0 {
+		w.t.Fatalf("moved pods do not fit: %v %v", err, res.Unschedulable)
+	}
+	for _, pl := range res.Placements {
+		for i := range w.in.Nodes {
+			if w.in.Nodes[i].Name == pl.Node {
+				running(pl.Pod)(&w.in.Nodes[i])
+				w.in.Nodes[i].LastPodEventAt = w.in.Now
+			}
+		}
+	}
+}
+
+// mixedPods are the consolidation benchmark's ten deployments of replicas
+// pods each (harness/scale mixed).
+func mixedPods(replicas int) []*corev1.Pod {
+	sizes := []struct{ cpu, memory string }{
+		{"250m", "256Mi"}, {"500m", "512Mi"}, {"500m", "2Gi"}, {"1", "1Gi"}, {"1", "4Gi"},
+		{"1500m", "2Gi"}, {"2", "2Gi"}, {"2", "8Gi"}, {"3", "6Gi"}, {"4", "8Gi"},
+	}
+	var out []*corev1.Pod
+	for d, s := range sizes {
+		for i := range replicas {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mixed-%d-%d", d, i), Namespace: "default",
+				Labels: map[string]string{"app": fmt.Sprintf("mixed-%d", d)}}}
+			p.Spec.Containers = []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(s.cpu), corev1.ResourceMemory: resource.MustParse(s.memory)}}}}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestConsolidationSettles plays the consolidation benchmark at the model
+// level: 600 mixed pods launched as planned, each deployment scaled to
+// 30%, then Compute and its commands round after round (two minutes apart,
+// past consolidateAfter) until nothing is left to do. The nodes must then
+// cost at most 1.15× a fresh plan of the remaining pods.
+func TestConsolidationSettles(t *testing.T) {
+	for _, replicas := range []int{60, 6} {
+		for _, batched := range []bool{false, true} {
+			name := fmt.Sprintf("%d pods", 10*replicas)
+			if batched {
+				name += ", one batch per deployment"
+			}
+			t.Run(name, func(t *testing.T) { settle(t, replicas, batched) })
+		}
+	}
+}
+
+func settle(t *testing.T, replicas int, batched bool) {
+	w := newSettleWorld(t)
+	all := mixedPods(replicas)
+	if !batched {
+		w.launch(w.fresh(all).NewNodes, false)
+	}
+	// As the provisioner meets pods arriving over several batches: each
+	// planned alone, on new nodes.
+	for i := 0; batched && i < len(all); i += replicas {
+		w.launch(w.fresh(all[i:i+replicas]).NewNodes, false)
+	}
+	before := w.cost()
+	w.in.Now = w.in.Now.Add(time.Hour)
+	w.scaleDown(0.3)
+	fresh := w.fresh(w.pods())
+	t.Logf("%d pods on %d nodes $%.2f/h; scaled to %d pods; fresh plan %d nodes $%.2f/h", 10*replicas, len(w.in.Nodes), before, len(w.pods()), len(fresh.NewNodes), fresh.TotalPrice())
+	for round := 1; round <= 40; round++ {
+		w.in.Now = w.in.Now.Add(2 * time.Minute)
+		r := disruption.Compute(w.in)
+		if len(r.Commands) == 0 {
+			for _, v := range r.Verdicts {
+				t.Logf("  %s: %s", v.NodeName, v.Message)
+			}
+			break
+		}
+		for _, cmd := range r.Commands {
+			t.Logf("round %d: %s", round, cmd.Message)
+		}
+		w.carryOut(r)
+		t.Logf("round %d: %d nodes $%.2f/h = %.2f× fresh", round, len(w.in.Nodes), w.cost(), w.cost()/fresh.TotalPrice())
+	}
+	if ratio := w.cost() / fresh.TotalPrice(); ratio > 1.15 {
+		t.Errorf("settled at %d nodes $%.2f/h = %.2f× the fresh plan ($%.2f/h), want ≤ 1.15×", len(w.in.Nodes), w.cost(), ratio, fresh.TotalPrice())
+	}
+}
