@@ -12,10 +12,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
+	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/deploy/examples"
 	"github.com/millwright/millwright/local/awsemu"
@@ -29,7 +31,8 @@ import (
 // it, every node launched with the old AMI is found drifted (AMIDrift on
 // its workflow) and replaced — replacement initialized first, then the old
 // node drained — one at a time (the pool's budget), with the pods' PDB
-// never violated.
+// never violated. Each old node's NodeClaim shows Drifted (AMIDrift) and
+// DisruptionReason (Drifted) while it is replaced.
 func TestAMIDriftReplacesEveryNode(t *testing.T) {
 	const name, replicas = "it-amidrift", 2
 	env := newTestEnv(t, name, "Never")
@@ -88,13 +91,36 @@ func TestAMIDriftReplacesEveryNode(t *testing.T) {
 		t.Fatalf("%d nodes in the pool, want %d", len(original), replicas)
 	}
 
-	// Sample: how many of the original nodes leave at once.
+	// Sample: how many of the original nodes leave at once, and what their
+	// NodeClaims' Drifted and DisruptionReason conditions said.
 	var mu sync.Mutex
 	maxLeaving := 0
+	claimConditions := map[string]map[string]string{} // node → condition type → reason, when True
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 	go func() {
 		for sampleCtx.Err() == nil {
+			if claims, err := testDynamic.Resource(kube.NodeClaimResource).List(sampleCtx, selector); err == nil {
+				for _, u := range claims.Items {
+					var claim apisv1.NodeClaim
+					if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &claim) != nil {
+						continue
+					}
+					if _, old := original[claim.Status.NodeName]; !old {
+						continue
+					}
+					for _, c := range claim.Status.Conditions {
+						if (c.Type == apisv1.ConditionTypeDrifted || c.Type == apisv1.ConditionTypeDisruptionReason) && c.Status == metav1.ConditionTrue {
+							mu.Lock()
+							if claimConditions[claim.Status.NodeName] == nil {
+								claimConditions[claim.Status.NodeName] = map[string]string{}
+							}
+							claimConditions[claim.Status.NodeName][c.Type] = c.Reason
+							mu.Unlock()
+						}
+					}
+				}
+			}
 			if list, err := testKube.CoreV1().Nodes().List(sampleCtx, selector); err == nil {
 				leaving := 0
 				for _, n := range list.Items {
@@ -138,6 +164,12 @@ func TestAMIDriftReplacesEveryNode(t *testing.T) {
 	mu.Lock()
 	if maxLeaving > 1 {
 		t.Errorf("%d drifted nodes left at once, want at most the budget (1)", maxLeaving)
+	}
+	for node := range original {
+		seen := claimConditions[node]
+		if seen[apisv1.ConditionTypeDrifted] != "AMIDrift" || seen[apisv1.ConditionTypeDisruptionReason] != "Drifted" {
+			t.Errorf("NodeClaim of %s was seen with %v, want Drifted=True (AMIDrift) and DisruptionReason=True (Drifted)", node, seen)
+		}
 	}
 	mu.Unlock()
 	if worst, _ := unavailable(); worst > 1 {
