@@ -124,6 +124,7 @@ func (p *provisioner) runBatch() {
 	}
 	summary.Plans, summary.Unschedulable, summary.Deferred = len(plan.Plans), max(len(plan.Unschedulable), plan.UnschedulableCount), len(plan.Deferred)
 	p.settle(plan.Settled...)
+	p.deferredWork = len(plan.Deferred) > 0 || plan.DeferredMore || len(plan.DeferredDisruptedNodes) > 0
 	p.addPendingPods(plan.Deferred)
 	if plan.DeferredMore {
 		p.resync = true // more were deferred than listed

@@ -195,7 +195,10 @@ type provisioner struct {
 
 	signals provisionerSignals
 
-	batches          int64
+	batches int64
+	// deferredWork: the last batch's plan deferred pods or disrupted
+	// nodes to the next batch.
+	deferredWork     bool
 	pendingPods      map[string]struct{}
 	disruptedNodes   map[string]struct{}
 	reconcileReasons []string
@@ -246,9 +249,15 @@ func newProvisioner(ctx workflow.Context, input ProvisionerInput) *provisioner {
 
 func (p *provisioner) run() error {
 	for batchesThisRun := 1; ; batchesThisRun++ {
-		if p.waitForWork() {
+		// Work a batch deferred (past MaxNodePlansPerBatch) has had its
+		// window: it is planned at once, with whatever arrived meanwhile,
+		// not after a new one (a 1,000-pod burst needing five batches
+		// waited up to 10 s before each).
+		signalled := p.waitForWork()
+		if signalled && !(p.deferredWork && changed(p.ctx, changeDeferredPlannedAtOnce)) {
 			p.collectBatch()
 		}
+		p.deferredWork = false
 		p.runBatch()
 		if p.shouldContinueAsNew(batchesThisRun) {
 			return p.continueAsNew()

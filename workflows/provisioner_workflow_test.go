@@ -409,11 +409,16 @@ func TestDeferredPodsAreThePlannedNext(t *testing.T) {
 	}, nil).Once()
 	h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).Return(activities.PlanResponse{}, nil).Once()
 
-	h.runProvisioner(provisionerInput(batches(2), func(in *ProvisionerInput) { in.MaxNodePlansPerBatch = 1 }))
+	next := h.runProvisioner(provisionerInput(batches(2), func(in *ProvisionerInput) { in.MaxNodePlansPerBatch = 1 }))
 
 	requests := h.planRequests()
 	if len(requests) != 2 || requests[0].MaxNodePlans != 1 || !slices.Equal(requests[1].PodKeys, []string{"default/pod-01", "default/pod-02"}) {
 		t.Errorf("plan requests = %+v, want the deferred pods in the next batch", requests)
+	}
+	// The first batch closed at 2 s (signal at 1 s, 1 s idle); the
+	// deferred pods had their window, so the second follows at once.
+	if at := next.State.LastBatch.At; !at.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("the batch of deferred pods was planned at t0+%s, want t0+2s (no new window)", at.Sub(t0))
 	}
 }
 

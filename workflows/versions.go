@@ -151,6 +151,10 @@ const (
 	// DisruptionReason conditions), in the phase the node is in, instead
 	// of waiting for the next phase's write.
 	changeNodeClaimConditions changeID = "node-claim-conditions"
+	// changeDeferredPlannedAtOnce (provisioner_workflow.go run): the batch
+	// after one whose plan deferred work (past MaxNodePlansPerBatch) starts
+	// at once, without a new batching window.
+	changeDeferredPlannedAtOnce changeID = "deferred-planned-at-once"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
