@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"testing"
@@ -30,6 +31,9 @@ type settleWorld struct {
 	pool  disruption.NodePool
 	in    disruption.Input
 	seq   int
+	// spread places moved pods as kube-scheduler's default scoring does
+	// (LeastAllocated: the node with the most room left), not first-fit.
+	spread bool
 }
 
 // unitHash is a deterministic value in [0, 1) for the parts.
@@ -227,6 +231,10 @@ func (w *settleWorld) carryOut(r disruption.Result) {
 	if len(rest) == 0 {
 		return
 	}
+	if w.spread {
+		w.placeLeastAllocated(rest)
+		return
+	}
 	var capacity []packer.Node
 	for _, n := range w.in.Nodes {
 		avail := n.Allocatable
@@ -246,6 +254,33 @@ func (w *settleWorld) carryOut(r disruption.Result) {
 				w.in.Nodes[i].LastPodEventAt = w.in.Now
 			}
 		}
+	}
+}
+
+// placeLeastAllocated binds each pod to the node that fits it with the
+// largest free share of CPU and memory (kube-scheduler's LeastAllocated).
+func (w *settleWorld) placeLeastAllocated(pods []*corev1.Pod) {
+	for _, p := range pods {
+		best, bestScore := -1, -1.0
+		for i, n := range w.in.Nodes {
+			avail := n.Allocatable
+			for _, q := range n.Pods {
+				avail = avail.Sub(requests(q.Pod))
+			}
+			if !requests(p).Fits(avail) {
+				continue
+			}
+			left := avail.Sub(requests(p))
+			score := float64(left.CPU())/float64(n.Allocatable.CPU()) + float64(left.Memory())/float64(n.Allocatable.Memory())
+			if score > bestScore {
+				best, bestScore = i, score
+			}
+		}
+		if best < 0 {
+			w.t.Fatalf("moved pod %s fits no node", p.Name)
+		}
+		running(p)(&w.in.Nodes[best])
+		w.in.Nodes[best].LastPodEventAt = w.in.Now
 	}
 }
 
@@ -276,26 +311,29 @@ func mixedPods(replicas int) []*corev1.Pod {
 // cost at most 1.15× a fresh plan of the remaining pods.
 func TestConsolidationSettles(t *testing.T) {
 	for _, replicas := range []int{60, 6} {
-		for _, batched := range []bool{false, true} {
-			name := fmt.Sprintf("%d pods", 10*replicas)
-			if batched {
-				name += ", one batch per deployment"
-			}
-			t.Run(name, func(t *testing.T) { settle(t, replicas, batched) })
+		for _, arrival := range []string{"one plan", "one batch per deployment", "shuffled batches, spread"} {
+			t.Run(fmt.Sprintf("%d pods, %s", 10*replicas, arrival), func(t *testing.T) { settle(t, replicas, arrival) })
 		}
 	}
 }
 
-func settle(t *testing.T, replicas int, batched bool) {
+func settle(t *testing.T, replicas int, arrival string) {
 	w := newSettleWorld(t)
 	all := mixedPods(replicas)
-	if !batched {
-		w.launch(w.fresh(all).NewNodes, false)
+	batch := len(all)
+	switch arrival {
+	case "one batch per deployment":
+		batch = replicas
+	case "shuffled batches, spread":
+		// As on the stack: pods reach the provisioner in a mixed order
+		// over several batches, and kube-scheduler places evicted pods.
+		rng := rand.New(rand.NewPCG(7, 11))
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		batch, w.spread = max(10, len(all)/12), true
 	}
-	// As the provisioner meets pods arriving over several batches: each
-	// planned alone, on new nodes.
-	for i := 0; batched && i < len(all); i += replicas {
-		w.launch(w.fresh(all[i:i+replicas]).NewNodes, false)
+	// Each batch planned alone, on new nodes, as the provisioner meets it.
+	for i := 0; i < len(all); i += batch {
+		w.launch(w.fresh(all[i:min(i+batch, len(all))]).NewNodes, false)
 	}
 	before := w.cost()
 	w.in.Now = w.in.Now.Add(time.Hour)
