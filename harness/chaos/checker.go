@@ -12,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/harness/driver"
@@ -292,32 +293,74 @@ func (c *checker) pdbDeploymentsAvailable(ctx context.Context) bool {
 // the provisioner's, and counts WorkflowTaskFailed events (non-determinism,
 // panics); a killed worker's task times out instead, which is fine.
 func (c *checker) workflowTaskFailures(ctx context.Context) error {
+	return findWorkflowTaskFailures(ctx, c.s.Temporal, c.s.Namespace, c.s.Local.ClusterName(), func(key, cause, message string) {
+		c.violate(InvariantWorkflowTaskFail, key, "cause", cause, "message", message)
+	})
+}
+
+// historyReadAttempts: each visibility page and each history is read again
+// after an error this many times. After 1,000 lifecycles on a loaded
+// machine, one page of the SQLite visibility query once outlasted the
+// client's RPC deadline and the whole check was lost.
+const historyReadAttempts = 5
+
+// findWorkflowTaskFailures reads the history of every node workflow of the
+// pool and of the provisioner and reports each workflow task failed by the
+// workflow code.
+func findWorkflowTaskFailures(ctx context.Context, temporal client.Client, namespace, cluster string, report func(key, cause, message string)) error {
 	var token []byte
-	query := fmt.Sprintf("%s = '%s' OR WorkflowId = '%s'", workflows.NodePoolAttribute.GetName(), poolName, workflows.ProvisionerWorkflowID(c.s.Local.ClusterName()))
+	query := fmt.Sprintf("%s = '%s' OR WorkflowId = '%s'", workflows.NodePoolAttribute.GetName(), poolName, workflows.ProvisionerWorkflowID(cluster))
 	for {
-		resp, err := c.s.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: c.s.Namespace, Query: query, NextPageToken: token})
-		if err != nil {
+		var resp *workflowservice.ListWorkflowExecutionsResponse
+		err := retryRead(ctx, func() (err error) {
+			resp, err = temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: query, NextPageToken: token})
 			return err
+		})
+		if err != nil {
+			return fmt.Errorf("listing workflows: %w", err)
 		}
 		for _, info := range resp.Executions {
 			id, run := info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId()
-			iter := c.s.Temporal.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for iter.HasNext() {
-				event, err := iter.Next()
-				if err != nil {
-					return fmt.Errorf("history of %s: %w", id, err)
+			var failures [][3]string
+			err := retryRead(ctx, func() error {
+				failures = failures[:0]
+				iter := temporal.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+				for iter.HasNext() {
+					event, err := iter.Next()
+					if err != nil {
+						return err
+					}
+					if attrs, ok := event.GetAttributes().(*historypb.HistoryEvent_WorkflowTaskFailedEventAttributes); ok && isCodeFailure(attrs.WorkflowTaskFailedEventAttributes.GetCause()) {
+						a := attrs.WorkflowTaskFailedEventAttributes
+						failures = append(failures, [3]string{fmt.Sprintf("%s/%s#%d", id, run, event.GetEventId()), a.GetCause().String(), a.GetFailure().GetMessage()})
+					}
 				}
-				if attrs, ok := event.GetAttributes().(*historypb.HistoryEvent_WorkflowTaskFailedEventAttributes); ok && isCodeFailure(attrs.WorkflowTaskFailedEventAttributes.GetCause()) {
-					a := attrs.WorkflowTaskFailedEventAttributes
-					c.violate(InvariantWorkflowTaskFail, fmt.Sprintf("%s/%s#%d", id, run, event.GetEventId()),
-						"cause", a.GetCause().String(), "message", a.GetFailure().GetMessage())
-				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("history of %s: %w", id, err)
+			}
+			for _, f := range failures {
+				report(f[0], f[1], f[2])
 			}
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
 			return nil
 		}
 	}
+}
+
+// retryRead runs read until it succeeds or fails historyReadAttempts
+// times, a second apart.
+func retryRead(ctx context.Context, read func() error) error {
+	var err error
+	for attempt := 1; attempt <= historyReadAttempts; attempt++ {
+		if err = read(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 // isCodeFailure reports whether a WorkflowTaskFailed cause is the
