@@ -52,6 +52,10 @@ type DisruptionNodeState struct {
 	// is terminating it.
 	Reserved bool `json:"reserved,omitempty"`
 	Deleting bool `json:"deleting,omitempty"`
+	// ReplacementFor: the node is a replacement launched by this running
+	// disruption command; it is no candidate until the command ends (its
+	// candidates' pods may still be on their way to it).
+	ReplacementFor string `json:"replacementFor,omitempty"`
 }
 
 // DisruptionOptions tune the decision (model/disruption.Options); zero

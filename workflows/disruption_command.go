@@ -294,7 +294,7 @@ func (c *command) replace() string {
 	starts := make([]activities.NodeWorkflowStart, len(c.input.Command.Replacements))
 	for i, spec := range c.input.Command.Replacements {
 		spec.Cluster = c.input.Cluster
-		spec.NodeClaimName = NodeClaimName(spec.NodePool, c.id, 0, i)
+		spec.NodeClaimName = ReplacementClaimName(spec.NodePool, c.id, i)
 		spec.ReplacementFor = c.id
 		spec.DisruptionDecidesEmpty = true
 		if spec.NominationWindow == 0 {

@@ -118,6 +118,11 @@ const (
 	CommandRolledBack  CommandResult = "RolledBack"
 )
 
+// acted reports whether a command that ended so changed the cluster
+// (nodes gone, or launched and drained back): a rejected or invalidated
+// command released its candidates untouched.
+func (r CommandResult) acted() bool { return r == CommandSucceeded || r == CommandRolledBack }
+
 // CommandOutcome reports a command's end to the disruption workflow.
 type CommandOutcome struct {
 	CommandID string        `json:"commandID"`

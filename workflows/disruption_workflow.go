@@ -127,6 +127,9 @@ type RunningCommand struct {
 	Started time.Time `json:"started"`
 	// Candidates are the node claims it disrupts.
 	Candidates []string `json:"candidates"`
+	// Replacements are the node claims it launches (ReplacementClaimName);
+	// none is a candidate while it runs (changeReplacementsHeld).
+	Replacements []string `json:"replacements,omitempty"`
 }
 
 // DisruptionPass summarises one look at the cluster.
@@ -306,6 +309,11 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 		d.state.Recent = slices.Clone(d.state.Recent[extra:])
 	}
 	// Its end changes what is disruptable (budget freed, nodes gone).
+	if !outcome.Result.acted() && changed(d.ctx, changeRefusedCommandWaitsForPoll) {
+		// Nothing changed; the same decision passed again at once would
+		// be refused again, in a loop.
+		return
+	}
 	d.triggered = true
 	if changed(d.ctx, changeCommandEndPassesAtOnce) {
 		d.passNow = true
@@ -403,6 +411,14 @@ func (d *disruption) computeRequest() activities.ComputeCommandsRequest {
 			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, Reserved: true})
 		}
 	}
+	if !changed(d.ctx, changeReplacementsHeld) {
+		return request
+	}
+	for _, command := range d.state.Running {
+		for _, claim := range command.Replacements {
+			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, ReplacementFor: command.ID})
+		}
+	}
 	return request
 }
 
@@ -444,6 +460,9 @@ func (d *disruption) startCommand(command activities.DisruptionCommand) (string,
 	running := RunningCommand{ID: id, Reason: string(command.Reason), Kind: string(command.Kind), Message: command.Message, Started: workflow.Now(d.ctx)}
 	for _, candidate := range command.Candidates {
 		running.Candidates = append(running.Candidates, candidate.NodeClaimName)
+	}
+	for i, spec := range command.Replacements {
+		running.Replacements = append(running.Replacements, ReplacementClaimName(spec.NodePool, id, i))
 	}
 	d.state.Running = append(d.state.Running, running)
 	d.logger.Info("Disruption command started", "command", id, "reason", string(command.Reason), "kind", string(command.Kind), "message", command.Message)

@@ -69,8 +69,12 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 		t.Errorf("%d pass(es) in an hour, want a few before the pause at 1m and none after", len(requests))
 	}
 	second := requests[1]
-	if len(second.Nodes) != 2 || !second.Nodes[0].Reserved {
-		t.Errorf("second pass told %+v, want the running command's 2 candidates reserved", second.Nodes)
+	if len(second.Nodes) != 3 || !second.Nodes[0].Reserved || !second.Nodes[1].Reserved {
+		t.Fatalf("second pass told %+v, want the running command's 2 candidates reserved and its replacement held", second.Nodes)
+	}
+	replacement := ReplacementClaimName("default", firstCommand, 0)
+	if held := second.Nodes[2]; held.NodeClaimName != replacement || held.ReplacementFor != firstCommand || held.Reserved {
+		t.Errorf("second pass told %+v about the replacement, want %s held for %s (the name the command starts it under)", held, replacement, firstCommand)
 	}
 	if started[0].DisruptionWorkflowID != DisruptionWorkflowID(testCluster) || len(started[0].Command.Candidates) != 2 {
 		t.Errorf("command input %+v", started[0])
@@ -146,6 +150,56 @@ func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
 	}
 	if want := t0.Add(13 * time.Second); !secondPass.Equal(want) {
 		t.Errorf("last pass at t0+%s a second after a command ended at t0+13s, want at once", secondPass.Sub(t0))
+	}
+}
+
+// TestRefusedCommandWaitsForThePoll: a command that ended Rejected (a
+// candidate's workflow refused the reservation) brings no pass of its own:
+// the same decision comes again only at the poll interval, not in a loop of
+// refusals; one that succeeded brings the next pass at once.
+func TestRefusedCommandWaitsForThePoll(t *testing.T) {
+	for _, tt := range []struct {
+		result   CommandResult
+		wantNext time.Duration // after the first pass
+	}{
+		{result: CommandRejected, wantNext: DefaultDisruptionPollInterval},
+		{result: CommandInvalidated, wantNext: DefaultDisruptionPollInterval},
+		{result: CommandSucceeded, wantNext: 0},
+	} {
+		t.Run(string(tt.result), func(t *testing.T) {
+			h := newHarness(t, DisruptionWorkflowID(testCluster))
+			var mu sync.Mutex
+			var passes []time.Time
+			env := h.env
+			h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				passes = append(passes, env.Now())
+				empty := consolidation()
+				empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
+				return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{empty}}, nil
+			}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+			ended := 0
+			h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, input CommandInput) (CommandOutcome, error) {
+				outcome := CommandOutcome{CommandID: workflow.GetInfo(ctx).WorkflowExecution.ID, Result: tt.result}
+				err := workflow.SignalExternalWorkflow(ctx, input.DisruptionWorkflowID, "", SignalCommandDone, outcome).Get(ctx, nil)
+				mu.Lock()
+				ended++
+				mu.Unlock()
+				return outcome, err
+			})
+			h.at(time.Minute, func() { h.env.CancelWorkflow() })
+			h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+			mu.Lock()
+			defer mu.Unlock()
+			if len(passes) < 2 || ended == 0 {
+				t.Fatalf("%d pass(es) and %d command(s) reported done in a minute, want several", len(passes), ended)
+			}
+			if got := passes[1].Sub(passes[0]); got != tt.wantNext {
+				t.Errorf("second pass %s after the first, whose command ended %s; want %s (%d passes in a minute)", got, tt.result, tt.wantNext, len(passes))
+			}
+		})
 	}
 }
 

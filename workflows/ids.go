@@ -69,6 +69,14 @@ func ParseNodeWorkflowID(id string) (cluster, nodeClaimName string, err error) {
 // names are valid Kubernetes names and easy to read aloud.
 const nodeClaimSuffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 
+// ReplacementClaimName names the index-th replacement a disruption command
+// launches, from the command's workflow id: the command starts it under
+// this name and the disruption workflow holds it under the same one while
+// the command runs.
+func ReplacementClaimName(nodePool, commandID string, index int) string {
+	return NodeClaimName(nodePool, commandID, 0, index)
+}
+
 // NodeClaimName names a planned node deterministically from where it was
 // planned: the provisioner's first run id, the batch sequence number (carried
 // across continue-as-new) and the plan's index in the batch. A replayed or

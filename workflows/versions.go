@@ -155,6 +155,20 @@ const (
 	// after one whose plan deferred work (past MaxNodePlansPerBatch) starts
 	// at once, without a new batching window.
 	changeDeferredPlannedAtOnce changeID = "deferred-planned-at-once"
+	// changeReplacementsHeld (disruption_workflow.go computeRequest): the
+	// replacements of running commands go to ComputeCommands with
+	// ReplacementFor, so none is a candidate while its command runs. Before,
+	// a replacement initialized and still empty while its candidate drained
+	// (held by a PodDisruptionBudget) was deleted as Empty once its
+	// nomination window passed, and the candidate's pods needed a new node.
+	changeReplacementsHeld changeID = "replacements-held"
+	// changeRefusedCommandWaitsForPoll (disruption_workflow.go commandDone):
+	// a command that ended Rejected or Invalidated brings no pass of its
+	// own; the next one comes at the poll interval or with a trigger.
+	// Before, it passed again at once, decided the same command, was
+	// refused again, and so on: 19 rejected Empty commands in 3 s on a Node
+	// that looked initialized while its workflow was still Initializing.
+	changeRefusedCommandWaitsForPoll changeID = "refused-command-waits-for-poll"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -323,6 +323,9 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		n.LaunchedByConsolidationAt = later(n.LaunchedByConsolidationAt, s.LaunchedByConsolidationAt)
 		n.Disrupting = n.Disrupting || s.Reserved
 		n.Deleting = n.Deleting || s.Deleting
+		if s.ReplacementFor != "" {
+			n.ReplacementFor = s.ReplacementFor
+		}
 	}
 	return n
 }

@@ -162,7 +162,8 @@ func TestComputeCommandsConsolidatesIdleNodes(t *testing.T) {
 // What the cluster shows decides each node's verdict: a do-not-disrupt
 // annotation, a PodDisruptionBudget allowing no eviction, the unregistered
 // taint, a stale template hash (drift), an AMI the class no longer
-// resolves (drift), and what the request says of a node claim.
+// resolves (drift), and what the request says of a node claim (reserved,
+// or the replacement of a running command).
 func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
 	requireStack(t)
 	planner := newDisruptionPlanner(t)
@@ -184,10 +185,12 @@ func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
 	stale := node(base().annotate(apisv1.AnnotationNodePoolHash, "stale").annotate(apisv1.AnnotationNodePoolHashVersion, disruption.NodePoolHashVersion))
 	oldAMI := node(base().annotate(apisv1.AnnotationImageID, "ami-old"))
 	reserved := node(base())
+	replacement := node(base())
 	newPod(ns, clustertesting.UniqueName("busy"), "3", "1Gi").selectPool(pool).bindTo(oldAMI).create(t)
 
 	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{
-		Nodes: []activities.DisruptionNodeState{{NodeClaimName: "claim-" + reserved, Reserved: true}},
+		Nodes: []activities.DisruptionNodeState{{NodeClaimName: "claim-" + reserved, Reserved: true},
+			{NodeClaimName: "claim-" + replacement, ReplacementFor: "disruption/c1/command-1"}},
 	})
 
 	for node, want := range map[string]string{
@@ -195,6 +198,7 @@ func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
 		guarded:      "pdb " + ns + "/guarded prevents pod evictions",
 		unregistered: "node isn't initialized",
 		reserved:     "node is deleting or marked for deletion",
+		replacement:  "node is a replacement of running disruption command disruption/c1/command-1",
 	} {
 		v, ok := verdictOf(resp, node)
 		if !ok || !strings.HasPrefix(v.Message, want) || v.Event != disruption.EventDisruptionBlocked {

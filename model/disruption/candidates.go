@@ -58,6 +58,8 @@ func (c *computation) judge(ni *nodeInfo) {
 		ni.blocked = "node isn't initialized"
 	case n.Deleting || n.Disrupting:
 		ni.blocked = "node is deleting or marked for deletion"
+	case n.ReplacementFor != "":
+		ni.blocked = fmt.Sprintf("node is a replacement of running disruption command %s", n.ReplacementFor)
 	case n.NominatedUntil.After(now):
 		ni.blocked = "node is nominated for a pending pod"
 	}

@@ -306,6 +306,12 @@ func TestCandidateFiltering(t *testing.T) {
 			want:   []string{"Empty/delete [n1]"},
 		},
 		{
+			name:     "replacement of a running command, empty while its candidate drains",
+			source:   "Millwright: Karpenter keeps such a node nominated for the deleting node's pods",
+			in:       input(pools(pool("default")), node("n1", "default", "c.large", replacementFor("disruption/c1/command-1"))),
+			verdicts: map[string]string{"n1": "node is a replacement of running disruption command disruption/c1/command-1"},
+		},
+		{
 			name:     "karpenter.sh/do-not-disrupt on the node",
 			source:   "suite_test.go: Candidate Filtering / should not consider candidates that have do-not-disrupt on nodes",
 			in:       input(pools(pool("default")), node("n1", "default", "c.large", annotated("karpenter.sh/do-not-disrupt", "true"))),

@@ -196,8 +196,11 @@ func annotated(k, v string) nodeOpt {
 func uninitialized(n *disruption.Node)   { n.Initialized = false }
 func deleting(n *disruption.Node)        { n.Deleting = true }
 func nominatedUntil(t time.Time) nodeOpt { return func(n *disruption.Node) { n.NominatedUntil = t } }
-func lastPodEvent(t time.Time) nodeOpt   { return func(n *disruption.Node) { n.LastPodEventAt = t } }
-func createdAt(t time.Time) nodeOpt      { return func(n *disruption.Node) { n.CreatedAt = t } }
+func replacementFor(command string) nodeOpt {
+	return func(n *disruption.Node) { n.ReplacementFor = command }
+}
+func lastPodEvent(t time.Time) nodeOpt { return func(n *disruption.Node) { n.LastPodEventAt = t } }
+func createdAt(t time.Time) nodeOpt    { return func(n *disruption.Node) { n.CreatedAt = t } }
 func launchedByConsolidation(t time.Time) nodeOpt {
 	return func(n *disruption.Node) { n.LaunchedByConsolidationAt = t }
 }

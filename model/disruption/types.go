@@ -113,6 +113,10 @@ type Node struct {
 	// neither is ever a candidate.
 	Deleting   bool
 	Disrupting bool
+	// ReplacementFor names the running disruption command that launched
+	// the node to take its candidates' pods: it is no candidate until that
+	// command ends, however empty it looks while they drain.
+	ReplacementFor string
 
 	// Drift stamps, read from the Node's annotations (see hash.go): the
 	// hashes and hash versions of its NodePool template and EC2NodeClass
