@@ -67,10 +67,19 @@ func (p *provisioner) absorbPendingSignals() {
 }
 
 func (p *provisioner) applyPodsPending(pending PodsPending) {
+	for _, key := range pending.PodKeys {
+		_, pendingAlready := p.pendingPods[key]
+		_, inFlight := p.known[key]
+		if !pendingAlready && !inFlight {
+			p.news = true
+			break
+		}
+	}
 	p.addPendingPods(pending.PodKeys)
 }
 
 func (p *provisioner) applyReplan(replan ReplanRequest) {
+	p.news = true
 	if replan.NodeClaimName != "" {
 		p.settle(replan.NodeClaimName)
 	}
@@ -83,6 +92,7 @@ func (p *provisioner) applyReplan(replan ReplanRequest) {
 }
 
 func (p *provisioner) applyReconcile(reconcile ReconcileRequest) {
+	p.news = true
 	p.addReconcileReason(reconcile.Reason)
 }
 

@@ -198,7 +198,11 @@ type provisioner struct {
 	batches int64
 	// deferredWork: the last batch's plan deferred pods or disrupted
 	// nodes to the next batch.
-	deferredWork     bool
+	deferredWork bool
+	// news: a signal since collectBatch last looked brought work not
+	// already known (known: the in-flight pods while it collects).
+	news             bool
+	known            map[string]struct{}
 	pendingPods      map[string]struct{}
 	disruptedNodes   map[string]struct{}
 	reconcileReasons []string
@@ -314,24 +318,50 @@ func (p *provisioner) resyncDue() {
 
 // collectBatch keeps the batch open until IdleWindow passes without a new
 // trigger or MaxWindow passes in all, like Karpenter's batcher.
+//
+// Only news restarts the idle window: a pod not already pending or in
+// flight, a replan or a reconcile. The scheduler rewrites a pending pod's
+// condition on every retry and both workers signal it, so repeats kept the
+// window open to its 10 s maximum long after the last new pod (in a
+// 1,000-pod burst, every batch after the first 20 s).
 func (p *provisioner) collectBatch() {
 	p.logger.Info("Waiting to batch additional pods")
+	onlyNewsExtends := changed(p.ctx, changeIdleWindowOnNews)
+	if onlyNewsExtends {
+		p.known = p.inFlightPodKeys()
+		defer func() { p.known = nil }()
+	}
 	maxCtx, cancelMax := workflow.WithCancel(p.ctx)
 	defer cancelMax()
 	maxWindow := workflow.NewTimerWithOptions(maxCtx, p.input.MaxWindow, workflow.TimerOptions{Summary: "batch max window"})
 	for closed := false; !closed; {
 		idleCtx, cancelIdle := workflow.WithCancel(p.ctx)
 		idle := workflow.NewTimerWithOptions(idleCtx, p.input.IdleWindow, workflow.TimerOptions{Summary: "batch idle window"})
-		selector := workflow.NewSelector(p.ctx)
-		p.listen(selector)
-		selector.AddFuture(idle, func(workflow.Future) { closed = true })
-		selector.AddFuture(maxWindow, func(workflow.Future) { closed = true })
-		selector.Select(p.ctx)
-		for selector.HasPending() {
+		for news := false; !closed && !news; {
+			p.news = false
+			selector := workflow.NewSelector(p.ctx)
+			p.listen(selector)
+			selector.AddFuture(idle, func(workflow.Future) { closed = true })
+			selector.AddFuture(maxWindow, func(workflow.Future) { closed = true })
 			selector.Select(p.ctx)
+			for selector.HasPending() {
+				selector.Select(p.ctx)
+			}
+			news = p.news || !onlyNewsExtends
 		}
 		cancelIdle()
 	}
+}
+
+// inFlightPodKeys are the pods the in-flight nodes were launched for.
+func (p *provisioner) inFlightPodKeys() map[string]struct{} {
+	keys := map[string]struct{}{}
+	for _, node := range p.inFlight {
+		for _, key := range node.PodKeys {
+			keys[key] = struct{}{}
+		}
+	}
+	return keys
 }
 
 func (p *provisioner) shouldContinueAsNew(batchesThisRun int) bool {

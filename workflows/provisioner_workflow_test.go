@@ -87,6 +87,7 @@ func TestBatchingWindows(t *testing.T) {
 		name        string
 		idle, max   time.Duration
 		signalsAt   []time.Duration
+		sameKey     bool // every signal names the same pod
 		wantBatchAt time.Duration
 		wantPods    int
 	}{
@@ -103,6 +104,13 @@ func TestBatchingWindows(t *testing.T) {
 			wantPods:    15, // 1s, 1.7s … 10.8s
 		},
 		{
+			name:        "repeats of a pending pod do not keep the window open",
+			signalsAt:   every(700*time.Millisecond, time.Second, 30*time.Second),
+			sameKey:     true,
+			wantBatchAt: 2 * time.Second,
+			wantPods:    1,
+		},
+		{
 			name:        "windows are configurable",
 			idle:        3 * time.Second,
 			max:         5 * time.Second,
@@ -115,6 +123,9 @@ func TestBatchingWindows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newProvisionerHarness(t)
 			for i, at := range tc.signalsAt {
+				if tc.sameKey {
+					i = 0
+				}
 				h.signal(at, SignalPodsPending, PodsPending{PodKeys: []string{fmt.Sprintf("default/pod-%02d", i)}})
 			}
 			next := h.runProvisioner(provisionerInput(windows(tc.idle, tc.max)))
@@ -733,5 +744,23 @@ func TestProvisionerPayloadsStayBoundedAt20000PendingPods(t *testing.T) {
 	}
 	if !next.State.Resync && len(next.State.PendingPods) == 0 {
 		t.Error("the rest of the backlog was dropped: want it pending (keys or a resync)")
+	}
+}
+
+// A pod the provisioner already launched a node for, signalled again while
+// it waits for that node (the scheduler rewrites its condition on every
+// retry), does not hold a batch's window open.
+func TestRepeatsOfInFlightPodsDoNotHoldTheWindow(t *testing.T) {
+	h := newProvisionerHarness(t)
+	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/new"}})
+	for _, at := range every(700*time.Millisecond, 1200*time.Millisecond, 30*time.Second) {
+		h.signal(at, SignalPodsPending, PodsPending{PodKeys: []string{"default/launched"}})
+	}
+	next := h.runProvisioner(provisionerInput(func(in *ProvisionerInput) {
+		in.State.InFlight = []activities.InFlightNode{{NodeClaimName: "default-abc", NodePool: "default",
+			PodKeys: []string{"default/launched"}, StartedAt: t0, Until: t0.Add(time.Hour)}}
+	}))
+	if at := next.State.LastBatch.At; !at.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("batch closed at t0+%s, want t0+2s (a second after the one new pod)", at.Sub(t0))
 	}
 }

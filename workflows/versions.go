@@ -169,6 +169,10 @@ const (
 	// refused again, and so on: 19 rejected Empty commands in 3 s on a Node
 	// that looked initialized while its workflow was still Initializing.
 	changeRefusedCommandWaitsForPoll changeID = "refused-command-waits-for-poll"
+	// changeIdleWindowOnNews (provisioner_workflow.go collectBatch): only a
+	// signal bringing work not already pending or in flight restarts the
+	// batch's idle window; repeats of known pods do not.
+	changeIdleWindowOnNews changeID = "idle-window-on-news"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/harness/driver"
 	"github.com/millwright/millwright/local/stack/stacktest"
+	"github.com/millwright/millwright/workflows"
 )
 
 // podTracker follows the scenario's pods through a watch (instead of
@@ -127,6 +129,13 @@ type provisionerProfile struct {
 	plans, starts []time.Duration
 	signals       map[string]int
 	batches       []batchTrace
+	pending       []pendingSignal
+}
+
+// pendingSignal is one podsPending signal the provisioner received.
+type pendingSignal struct {
+	at   time.Time
+	keys int
 }
 
 // batchTrace is one Plan activity of the provisioner: when it was
@@ -140,31 +149,48 @@ type batchTrace struct {
 	deferred, unschedulable   int
 }
 
-// timeline is the batches by window of width after start: how many, the
-// pods they were signalled and considered, the node plans they returned.
+// timeline is, by window of width after start, the podsPending signals the
+// provisioner received and its batches: how many, the pods they were
+// signalled and considered, the node plans they returned.
 func (p provisionerProfile) timeline(start time.Time, width time.Duration) string {
-	var b strings.Builder
-	sorted := slices.Clone(p.batches)
-	slices.SortFunc(sorted, func(x, y batchTrace) int { return x.at.Compare(y.at) })
-	for i := 0; i < len(sorted); {
-		window := sorted[i].at.Sub(start) / width
-		var n, signalled, resyncs, considered, plans, placed, deferred int
-		var took time.Duration
-		for ; i < len(sorted) && sorted[i].at.Sub(start)/width == window; i++ {
-			bt := sorted[i]
-			n++
-			signalled += bt.signalled
-			considered += bt.considered
-			plans += bt.plans
-			placed += bt.placed
-			deferred += bt.deferred
-			took += bt.took
-			if bt.allPending {
-				resyncs++
-			}
+	type window struct {
+		signals, keys                                                    int
+		batches, resyncs, signalled, considered, plans, placed, deferred int
+		took                                                             time.Duration
+	}
+	windows := map[time.Duration]*window{}
+	at := func(t time.Time) *window {
+		k := t.Sub(start) / width
+		if windows[k] == nil {
+			windows[k] = &window{}
 		}
-		fmt.Fprintf(&b, "    +%3ds  %2d batches (%d resync), %4d pods signalled, %4d considered, %3d plans, %4d on existing/in-flight, %4d deferred, Plan %s\n",
-			int((window * width).Seconds()), n, resyncs, signalled, considered, plans, placed, deferred, took.Round(100*time.Millisecond))
+		return windows[k]
+	}
+	for _, ps := range p.pending {
+		w := at(ps.at)
+		w.signals++
+		w.keys += ps.keys
+	}
+	for _, bt := range p.batches {
+		w := at(bt.at)
+		w.batches++
+		w.signalled += bt.signalled
+		w.considered += bt.considered
+		w.plans += bt.plans
+		w.placed += bt.placed
+		w.deferred += bt.deferred
+		w.took += bt.took
+		if bt.allPending {
+			w.resyncs++
+		}
+	}
+	keys := slices.Collect(maps.Keys(windows))
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		w := windows[k]
+		fmt.Fprintf(&b, "    +%3ds  %4d podsPending signals (%4d keys); %2d batches (%d resync), %4d pods signalled, %4d considered, %3d plans, %4d on existing/in-flight, %4d deferred, Plan %s\n",
+			int((k * width).Seconds()), w.signals, w.keys, w.batches, w.resyncs, w.signalled, w.considered, w.plans, w.placed, w.deferred, w.took.Round(100*time.Millisecond))
 	}
 	return b.String()
 }
@@ -222,7 +248,14 @@ func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID str
 			if p.signals == nil {
 				p.signals = map[string]int{}
 			}
-			p.signals[event.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()]++
+			attrs := event.GetWorkflowExecutionSignaledEventAttributes()
+			p.signals[attrs.GetSignalName()]++
+			if attrs.GetSignalName() == workflows.SignalPodsPending {
+				var pending workflows.PodsPending
+				if in := attrs.GetInput().GetPayloads(); len(in) > 0 && converter.GetDefaultDataConverter().FromPayload(in[0], &pending) == nil {
+					p.pending = append(p.pending, pendingSignal{at: event.GetEventTime().AsTime(), keys: len(pending.PodKeys)})
+				}
+			}
 		}
 	}
 }
