@@ -168,6 +168,7 @@ func (w recordingWorld) WaitForInitialization(_ context.Context, req activities.
 
 func (w recordingWorld) AllowDisruption(ctx context.Context, req activities.AllowDisruptionRequest) (activities.AllowDisruptionResponse, error) {
 	if strings.Contains(req.NodeName, "budget") && w.started.firstRefusal(req.NodeName) {
+		w.started.markStarted(strings.TrimPrefix(req.NodeName, "ip-"), activities.AllowDisruptionActivity)
 		return activities.AllowDisruptionResponse{Why: "budget of pool default allows 0 disruptions now", RetryAfter: time.Second}, nil
 	}
 	return w.fakeWorld.AllowDisruption(ctx, req)
@@ -388,8 +389,15 @@ func recordNodes(r *recording) {
 		{file: "node_launch_failed", name: "default-launchfail", reason: ReasonLaunchFailed},
 		{file: "node_invalid_nodeclass", name: "default-badclass", reason: ReasonLaunchFailed},
 		{
-			file: "node_empty_budget_refused_then_allowed", name: "default-budget-empty", spec: []specOption{consolidateAfter(time.Second)},
-			reason: ReasonEmpty,
+			// Since refused-empty-waits a refused empty node hands its
+			// emptiness to the disruption workflow and waits (v0.3 recorded
+			// node_empty_budget_refused_then_allowed); a person drains it.
+			file: "node_empty_budget_refused_then_drained", name: "default-budget-empty", spec: []specOption{consolidateAfter(time.Second)},
+			play: func(run client.WorkflowRun) {
+				r.awaitActivity("default-budget-empty", activities.AllowDisruptionActivity)
+				r.drainUpdate(run, "after the budget refused")
+			},
+			reason: ReasonDrained,
 		},
 		{file: "node_expired", name: "default-expire", spec: []specOption{expireAfter(3 * time.Second)}, reason: ReasonExpired},
 		{
