@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/millwright/millwright/harness/driver"
 	"github.com/millwright/millwright/local/stack/stacktest"
@@ -351,16 +353,10 @@ func findWorkflowTaskFailures(ctx context.Context, temporal client.Client, names
 }
 
 // retryRead runs read until it succeeds or fails historyReadAttempts
-// times, a second apart.
+// times, a second apart (client-go's retry, on any error while ctx lives).
 func retryRead(ctx context.Context, read func() error) error {
-	var err error
-	for attempt := 1; attempt <= historyReadAttempts; attempt++ {
-		if err = read(); err == nil || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(time.Second)
-	}
-	return err
+	backoff := wait.Backoff{Steps: historyReadAttempts, Duration: time.Second, Factor: 1}
+	return retry.OnError(backoff, func(error) bool { return ctx.Err() == nil }, read)
 }
 
 // isCodeFailure reports whether a WorkflowTaskFailed cause is the
