@@ -77,23 +77,7 @@ func TestNoReplaceChains(t *testing.T) {
 // and every other moved pod is scheduled first-fit.
 func carryOut(t *testing.T, in disruption.Input, r disruption.Result, round int, launched map[string]bool) disruption.Input {
 	t.Helper()
-	gone := map[string]bool{}
-	var moved []*corev1.Pod
-	for _, cmd := range r.Commands {
-		for _, c := range cmd.Candidates {
-			gone[c.NodeName] = true
-		}
-	}
-	var nodes []disruption.Node
-	for _, n := range in.Nodes {
-		if !gone[n.Name] {
-			nodes = append(nodes, n)
-			continue
-		}
-		for _, p := range n.Pods {
-			moved = append(moved, p.Pod)
-		}
-	}
+	nodes, moved := withoutCandidates(in.Nodes, r)
 	onReplacement := map[*corev1.Pod]bool{}
 	for i, cmd := range r.Commands {
 		for j, plan := range cmd.Replacements {
@@ -148,4 +132,27 @@ func carryOut(t *testing.T, in disruption.Input, r disruption.Result, round int,
 	}
 	in.Nodes = nodes
 	return in
+}
+
+// withoutCandidates is nodes less every candidate of r's commands, and the
+// pods those candidates ran.
+func withoutCandidates(nodes []disruption.Node, r disruption.Result) ([]disruption.Node, []*corev1.Pod) {
+	gone := map[string]bool{}
+	for _, cmd := range r.Commands {
+		for _, c := range cmd.Candidates {
+			gone[c.NodeName] = true
+		}
+	}
+	var kept []disruption.Node
+	var moved []*corev1.Pod
+	for _, n := range nodes {
+		if !gone[n.Name] {
+			kept = append(kept, n)
+			continue
+		}
+		for _, p := range n.Pods {
+			moved = append(moved, p.Pod)
+		}
+	}
+	return kept, moved
 }

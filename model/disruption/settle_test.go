@@ -189,24 +189,8 @@ func (w *settleWorld) scaleDown(keep float64) {
 // planned pods, candidates gone, every other moved pod placed by the packer
 // on the remaining nodes.
 func (w *settleWorld) carryOut(r disruption.Result) {
-	gone := map[string]bool{}
 	var moved []*corev1.Pod
-	for _, cmd := range r.Commands {
-		for _, c := range cmd.Candidates {
-			gone[c.NodeName] = true
-		}
-	}
-	var nodes []disruption.Node
-	for _, n := range w.in.Nodes {
-		if !gone[n.Name] {
-			nodes = append(nodes, n)
-			continue
-		}
-		for _, p := range n.Pods {
-			moved = append(moved, p.Pod)
-		}
-	}
-	w.in.Nodes = nodes
+	w.in.Nodes, moved = withoutCandidates(w.in.Nodes, r)
 	onReplacement := map[string]bool{}
 	for _, cmd := range r.Commands {
 		var plans []packer.NodePlan
