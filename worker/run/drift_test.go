@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
@@ -44,13 +45,18 @@ func TestAMIDriftReplacesEveryNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := testDynamic.Resource(planning.NodePoolResource).Get(ctx, name, metav1.GetOptions{})
+	// The worker writes the pool's status too: read again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pool, err := testDynamic.Resource(planning.NodePoolResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(pool.Object, name, "spec", "template", "spec", "nodeClassRef", "name")
+		_ = unstructured.SetNestedSlice(pool.Object, []any{map[string]any{"nodes": "1"}}, "spec", "disruption", "budgets")
+		_, err = testDynamic.Resource(planning.NodePoolResource).Update(ctx, pool, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedField(pool.Object, name, "spec", "template", "spec", "nodeClassRef", "name")
-	_ = unstructured.SetNestedSlice(pool.Object, []any{map[string]any{"nodes": "1"}}, "spec", "disruption", "budgets")
-	if _, err := testDynamic.Resource(planning.NodePoolResource).Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/millwright/millwright/activities"
@@ -166,14 +167,19 @@ func ApplyManifest(ctx context.Context, client dynamic.Interface, resource schem
 // its name (at its current resourceVersion).
 func ApplyObject(ctx context.Context, client dynamic.Interface, resource schema.GroupVersionResource, u *unstructured.Unstructured) error {
 	api := client.Resource(resource)
-	existing, err := api.Get(ctx, u.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, u, metav1.CreateOptions{})
-	case err == nil:
-		u.SetResourceVersion(existing.GetResourceVersion())
-		_, err = api.Update(ctx, u, metav1.UpdateOptions{})
-	}
+	// The worker's controllers write the object too (a pool's status and
+	// finalizer), so an update can race one of theirs: read again and retry.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		existing, err := api.Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = api.Create(ctx, u, metav1.CreateOptions{})
+		case err == nil:
+			u.SetResourceVersion(existing.GetResourceVersion())
+			_, err = api.Update(ctx, u, metav1.UpdateOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("applying %s %s: %w", resource.Resource, u.GetName(), err)
 	}
