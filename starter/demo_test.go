@@ -90,7 +90,6 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`All 10 pods Running`),
 		regexp.MustCompile(`\$ kubectl get pods -o wide`),
 		regexp.MustCompile(`\$ kubectl delete deployment inflate`),
-		regexp.MustCompile(`Added TTL to empty node`),
 		regexp.MustCompile(`Triggering termination after 30s for empty node`),
 		regexp.MustCompile(`Cordoned node`),
 		regexp.MustCompile(`Deleted node`),
@@ -106,6 +105,16 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("output lacks %q after offset %d (or it came out of order)", want, at)
 		}
 		at += loc[1]
+	}
+	// The countdown's line may come before the deletion: a node that
+	// initialized before its pods bound is empty from then, and when its
+	// pods come and go within the second over which pod events are summed
+	// into one pods-changed signal, the node workflow never hears of them
+	// (seen in CI, as in e2e's TestWalkthrough). The disruption workflow
+	// still counts consolidateAfter from the last pod event.
+	launched := regexp.MustCompile(`Launched instance: i-`).FindStringIndex(text)
+	if launched == nil || !strings.Contains(text[launched[1]:], "Added TTL to empty node") {
+		t.Error(`output lacks "Added TTL to empty node" after the first launch`)
 	}
 	if strings.Contains(text, "DEMO FAILED") {
 		t.Error("output reports a failed step")
