@@ -316,10 +316,6 @@ type RegisterNodeRequest struct {
 	// registration; later changes by other systems are left alone.
 	Taints        []corev1.Taint `json:"taints,omitempty"`
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
-	// PodKeys are the pending pods (namespace/name) the node was launched
-	// for: nominated for it (status.nominatedNodeName) before the
-	// unregistered taint comes off, so kube-scheduler keeps their room.
-	PodKeys []string `json:"podKeys,omitempty"`
 }
 
 // RegisterNodeResponse is empty today; a struct keeps the contract

@@ -44,7 +44,7 @@ func (w *nodeLifecycle) register() Phase {
 	if changed(w.ctx, changeDriftStamps) {
 		annotations = w.nodeAnnotations()
 	}
-	register := activities.RegisterNodeRequest{
+	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, activities.RegisterNodeRequest{
 		NodeName:      registered.NodeName,
 		NodeClaimName: w.spec.NodeClaimName,
 		NodePool:      w.spec.NodePool,
@@ -52,11 +52,7 @@ func (w *nodeLifecycle) register() Phase {
 		Annotations:   annotations,
 		Taints:        w.spec.Taints,
 		StartupTaints: w.spec.StartupTaints,
-	}
-	if changed(w.ctx, changeNominatePlannedPods) {
-		register.PodKeys = w.spec.PodKeys
-	}
-	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, register, nil)
+	}, nil)
 	if activities.IsNodeGone(err) && changed(w.ctx, changeNodeGoneLeaves) {
 		w.leaveForGoneNode(registered.NodeName)
 		return PhaseTerminating

@@ -173,11 +173,6 @@ const (
 	// signal bringing work not already pending or in flight restarts the
 	// batch's idle window; repeats of known pods do not.
 	changeIdleWindowOnNews changeID = "idle-window-on-news"
-	// changeNominatePlannedPods (node_register.go register): RegisterNode
-	// gets the pods the node was launched for and nominates them for it
-	// (status.nominatedNodeName) before the unregistered taint comes off,
-	// so kube-scheduler does not give their room to other pending pods.
-	changeNominatePlannedPods changeID = "nominate-planned-pods"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -148,9 +148,6 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 	case req.NodeClaimName == "":
 		return activities.RegisterNodeResponse{}, invalidRequest(activities.RegisterNodeActivity, "nodeClaimName", "empty")
 	}
-	if len(req.PodKeys) > 0 {
-		a.nominateBeforeRegistering(ctx, req.NodeName, req.PodKeys)
-	}
 	registeredAt := a.clock.Now().UTC().Format(time.RFC3339)
 	node, changed, err := a.updateNode(ctx, req.NodeName, func(node *corev1.Node) {
 		if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
@@ -189,23 +186,6 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 			zap.String("nodeClaim", req.NodeClaimName), zap.String("taints", taintList(node.Spec.Taints)))
 	}
 	return activities.RegisterNodeResponse{}, nil
-}
-
-// nominateBeforeRegistering nominates the node's planned pods while it
-// still carries the unregistered taint (a re-run after the taint came off
-// nominates nothing: the scheduler has had its look). Failures are logged,
-// never the registration's: nominations only steer the scheduler.
-func (a *Activities) nominateBeforeRegistering(ctx context.Context, nodeName string, podKeys []string) {
-	node, err := a.clientset.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil || !hasTaintKey(node.Spec.Taints, activities.UnregisteredTaintKey) {
-		return
-	}
-	nominated, err := a.nominatePlannedPods(ctx, nodeName, podKeys)
-	a.logNominations(nodeName, len(podKeys), nominated, err)
-}
-
-func hasTaintKey(taints []corev1.Taint, key string) bool {
-	return slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == key })
 }
 
 func taintList(taints []corev1.Taint) string {

@@ -418,9 +418,7 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 // leastPrivilege is every API call the worker makes, by the code that makes
 // it:
 //   - pods list/watch: the pod informer (worker/watch) and cluster state
-//     (activities/planning); pods delete: drain fallback (activities/kube);
-//     pods get and pods/status patch: a registering node nominates its
-//     planned pods (activities/kube nominate.go).
+//     (activities/planning); pods delete: drain fallback (activities/kube).
 //   - pods/eviction create: drain (activities/kube).
 //   - nodes get/list/watch/patch/delete: informers, registration and
 //     disruption checks, taints and labels, removal (activities/kube).
@@ -441,8 +439,7 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //     patch: the NodeClaim mirror (activities/kube UpsertNodeClaim) and
 //     its watcher (worker/watch).
 var leastPrivilege = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

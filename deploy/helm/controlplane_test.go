@@ -188,7 +188,6 @@ func TestChartOnTheLocalStack(t *testing.T) {
 		{verb: "list", resource: "configmaps"},
 		{verb: "create", resource: "pods", namespace: "default"},
 		{verb: "update", resource: "pods", namespace: "default"},
-		{verb: "update", resource: "pods", subresource: "status", namespace: "default"},
 		{verb: "create", group: "policy", resource: "poddisruptionbudgets", namespace: "default"},
 		{verb: "delete", group: "apps", resource: "daemonsets", namespace: "kube-system"},
 		{verb: "create", group: "millwright.dev", resource: "nodepools"},
