@@ -400,3 +400,43 @@ func TestCandidateFiltering(t *testing.T) {
 		},
 	})
 }
+
+// TestSingleNodeConsolidationTakesTurnsBeyondItsSimulations: with more
+// candidates than SingleNodeMaxSimulations, half of the simulations go to
+// the cheapest to disrupt every pass and the other half take turns over
+// the rest, so over consecutive passes every candidate is simulated (before,
+// the same cheapest ones were, pass after pass, and when none of them could
+// go no costlier one ever was).
+func TestSingleNodeConsolidationTakesTurnsBeyondItsSimulations(t *testing.T) {
+	in := input(pools(pool("default", budgets(budget("100%")))),
+		node("n1", "default", "c.xlarge", running(pods(2, "a", "250m", "256Mi")...)),
+		node("n2", "default", "c.xlarge", running(pods(2, "b", "250m", "256Mi")...)),
+		node("n3", "default", "c.xlarge", running(pods(2, "c", "250m", "256Mi")...)),
+		node("n4", "default", "c.xlarge", running(pods(2, "d", "250m", "256Mi")...)))
+	// Multi-node consolidation off (one candidate at most), so single-node
+	// consolidation decides alone; two simulations per pass.
+	in.Options.MultiNodeMaxCandidates, in.Options.SingleNodeMaxSimulations, in.Options.ConsolidationThreshold = 1, 2, -1
+	simulated := map[string]int{}
+	for pass := range 3 {
+		in.Now = now.Add(time.Duration(pass) * 10 * time.Second)
+		r := disruption.Compute(in)
+		evaluated := 0
+		for _, v := range r.Verdicts {
+			if !strings.Contains(v.Message, "Not evaluated in this pass") {
+				simulated[v.NodeName]++
+				evaluated++
+			}
+		}
+		if evaluated != 2 {
+			t.Errorf("pass %d: %d nodes simulated, want 2 (SingleNodeMaxSimulations)", pass, evaluated)
+		}
+	}
+	for _, name := range []string{"n1", "n2", "n3", "n4"} {
+		if simulated[name] == 0 {
+			t.Errorf("%s never simulated in three passes (simulated: %v)", name, simulated)
+		}
+	}
+	if simulated["n1"] != 3 {
+		t.Errorf("n1, the cheapest to disrupt, simulated in %d of 3 passes, want every pass", simulated["n1"])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	intstr "k8s.io/apimachinery/pkg/util/intstr"
 
@@ -210,6 +211,7 @@ func (c *computation) singleNodeConsolidation() {
 			}
 		}
 	}
+	order = c.rotateBeyondSimulations(order)
 	simulations := 0
 	for _, ni := range order {
 		if c.full() {
@@ -234,6 +236,37 @@ func (c *computation) singleNodeConsolidation() {
 		}
 		c.commit(found.cmd, found.cands, found.placements)
 	}
+}
+
+// singleNodeRotationStep is how far apart in time two passes are taken to
+// be (the disruption workflow's poll interval) when the candidates beyond
+// the first simulations take turns.
+const singleNodeRotationStep = 10 * time.Second
+
+// rotateBeyondSimulations lets every candidate be simulated eventually
+// when there are more than SingleNodeMaxSimulations: the first half of the
+// simulations go to the cheapest to disrupt, always (Karpenter's order);
+// the other half to the rest in turns, the window moving on by its own
+// width every singleNodeRotationStep of Input.Now. Without it the same
+// cheapest candidates were simulated pass after pass, and when none of them
+// could go, no costlier one ever was.
+func (c *computation) rotateBeyondSimulations(order []*nodeInfo) []*nodeInfo {
+	limit := c.opts.SingleNodeMaxSimulations
+	if limit <= 1 || len(order) <= limit {
+		return order
+	}
+	head := limit / 2
+	rest := order[head:]
+	window := limit - head
+	pass := c.in.Now.UnixNano() / int64(singleNodeRotationStep)
+	if pass < 0 {
+		pass = -pass
+	}
+	offset := int((pass * int64(window)) % int64(len(rest)))
+	out := make([]*nodeInfo, 0, len(order))
+	out = append(out, order[:head]...)
+	out = append(out, rest[offset:]...)
+	return append(out, rest[:offset]...)
 }
 
 // consolidation is a consolidation found for some candidates.

@@ -207,9 +207,11 @@ type Options struct {
 	MaxCommands int
 	// SingleNodeMaxSimulations bounds the scheduling simulations
 	// single-node consolidation runs in one Compute (Karpenter bounds it by
-	// a 3-minute timeout; a count keeps Compute deterministic). Candidates
-	// past it, the costliest to disrupt, wait for a later pass. 0 means
-	// DefaultSingleNodeMaxSimulations; negative, no bound.
+	// a 3-minute timeout; a count keeps Compute deterministic). Half of
+	// them go to the cheapest candidates to disrupt; the other half to the
+	// rest in turns, pass after pass (by Input.Now), so every candidate is
+	// simulated eventually. 0 means DefaultSingleNodeMaxSimulations;
+	// negative, no bound.
 	SingleNodeMaxSimulations int
 }
 
