@@ -221,7 +221,7 @@ func (c *computation) singleNodeConsolidation() {
 			continue
 		}
 		if limit := c.opts.SingleNodeMaxSimulations; limit > 0 && simulations >= limit {
-			ni.refused = fmt.Sprintf("Not evaluated in this pass: single-node consolidation simulated its %d cheaper-to-disrupt candidates first", limit)
+			ni.refused = fmt.Sprintf("Not evaluated in this pass: single-node consolidation simulated %d other candidates first (the rest take turns in later passes)", limit)
 			continue
 		}
 		if !ni.pool.allows(ReasonUnderutilized, 1, 0) {
