@@ -195,6 +195,9 @@ type disruption struct {
 	// triggered: a trigger arrived since the last pass; passNow: a
 	// command ended, so the next pass is due at once.
 	triggered, passNow bool
+	// startedInPass: the last pass started a command, so the next is due
+	// at once unless refusedSincePass (changePassAfterStart).
+	startedInPass, refusedSincePass bool
 	// lastAnswer is the last pass's answer, for the state query only.
 	lastAnswer activities.ComputeCommandsResponse
 }
@@ -242,11 +245,12 @@ func (d *disruption) waitForPass() {
 		if d.triggered && d.state.NextPassAt.After(now.Add(triggerDebounce)) {
 			d.state.NextPassAt = now.Add(triggerDebounce)
 		}
-		if d.passNow {
+		if d.passNow || (d.startedInPass && !d.refusedSincePass) {
 			d.state.NextPassAt = now
 		}
 		if !d.state.Paused && !d.state.NextPassAt.After(now) {
 			d.triggered, d.passNow = false, false
+			d.startedInPass, d.refusedSincePass = false, false
 			d.state.NextPassAt = time.Time{}
 			return
 		}
@@ -312,6 +316,7 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 	if !outcome.Result.acted() && changed(d.ctx, changeRefusedCommandWaitsForPoll) {
 		// Nothing changed; the same decision passed again at once would
 		// be refused again, in a loop.
+		d.refusedSincePass = true
 		return
 	}
 	d.triggered = true
@@ -353,6 +358,10 @@ func (d *disruption) pass() {
 		if id, ok := d.startCommand(command); ok {
 			summary.Started = append(summary.Started, id)
 		}
+	}
+	if len(summary.Started) > 0 && changed(d.ctx, changePassAfterStart) {
+		// What the budget has left after these is decided at once.
+		d.startedInPass = true
 	}
 }
 
@@ -542,7 +551,7 @@ func (d *disruption) continueAsNew() error {
 	}
 	next := d.input
 	state := d.state
-	if d.triggered && state.NextPassAt.IsZero() {
+	if (d.triggered || d.startedInPass && !d.refusedSincePass) && state.NextPassAt.IsZero() {
 		state.NextPassAt = workflow.Now(d.ctx)
 	}
 	next.State = &state

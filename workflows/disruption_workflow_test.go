@@ -155,16 +155,18 @@ func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
 
 // TestRefusedCommandWaitsForThePoll: a command that ended Rejected (a
 // candidate's workflow refused the reservation) brings no pass of its own:
-// the same decision comes again only at the poll interval, not in a loop of
-// refusals; one that succeeded brings the next pass at once.
+// the same decision is started again only at the poll interval, not in a
+// loop of refusals (the pass right after a start, changePassAfterStart,
+// finds its candidates held and starts nothing); one that succeeded brings
+// the next pass, and the next start, at once.
 func TestRefusedCommandWaitsForThePoll(t *testing.T) {
 	for _, tt := range []struct {
-		result   CommandResult
-		wantNext time.Duration // after the first pass
+		result    CommandResult
+		wantStart time.Duration // between the first two commands started
 	}{
-		{result: CommandRejected, wantNext: DefaultDisruptionPollInterval},
-		{result: CommandInvalidated, wantNext: DefaultDisruptionPollInterval},
-		{result: CommandSucceeded, wantNext: 0},
+		{result: CommandRejected, wantStart: DefaultDisruptionPollInterval},
+		{result: CommandInvalidated, wantStart: DefaultDisruptionPollInterval},
+		{result: CommandSucceeded, wantStart: 0},
 	} {
 		t.Run(string(tt.result), func(t *testing.T) {
 			h := newHarness(t, DisruptionWorkflowID(testCluster))
@@ -179,13 +181,13 @@ func TestRefusedCommandWaitsForThePoll(t *testing.T) {
 				empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
 				return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{empty}}, nil
 			}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
-			ended := 0
+			var starts []time.Time
 			h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, input CommandInput) (CommandOutcome, error) {
+				mu.Lock()
+				starts = append(starts, workflow.Now(ctx))
+				mu.Unlock()
 				outcome := CommandOutcome{CommandID: workflow.GetInfo(ctx).WorkflowExecution.ID, Result: tt.result}
 				err := workflow.SignalExternalWorkflow(ctx, input.DisruptionWorkflowID, "", SignalCommandDone, outcome).Get(ctx, nil)
-				mu.Lock()
-				ended++
-				mu.Unlock()
 				return outcome, err
 			})
 			h.at(time.Minute, func() { h.env.CancelWorkflow() })
@@ -193,11 +195,19 @@ func TestRefusedCommandWaitsForThePoll(t *testing.T) {
 
 			mu.Lock()
 			defer mu.Unlock()
-			if len(passes) < 2 || ended == 0 {
-				t.Fatalf("%d pass(es) and %d command(s) reported done in a minute, want several", len(passes), ended)
+			if len(passes) < 2 || len(starts) < 2 {
+				t.Fatalf("%d pass(es) and %d command(s) started in a minute, want several", len(passes), len(starts))
 			}
-			if got := passes[1].Sub(passes[0]); got != tt.wantNext {
-				t.Errorf("second pass %s after the first, whose command ended %s; want %s (%d passes in a minute)", got, tt.result, tt.wantNext, len(passes))
+			if got := starts[1].Sub(starts[0]); got != tt.wantStart {
+				t.Errorf("second command started %s after the first, which ended %s; want %s (%d passes, %d commands in a minute)", got, tt.result, tt.wantStart, len(passes), len(starts))
+			}
+			if tt.result.acted() {
+				return
+			}
+			for i := 1; i < len(starts); i++ {
+				if gap := starts[i].Sub(starts[i-1]); gap < DefaultDisruptionPollInterval {
+					t.Errorf("command %d started %s after a refused one, want at least the poll interval %s", i+1, gap, DefaultDisruptionPollInterval)
+				}
 			}
 		})
 	}
@@ -234,5 +244,73 @@ func TestDisruptionWorkflowTellsNodesTheirDrift(t *testing.T) {
 	}
 	if notices[1].arg.(DriftNotice) != (DriftNotice{}) {
 		t.Errorf("second notice %+v, want the empty notice", notices[1])
+	}
+}
+
+// TestPassAfterStartUsesTheRestOfTheBudget: a pass that started a command
+// is followed by another at once (Karpenter requeues at once after a
+// command), with the new command's candidates reserved, so a second
+// decision over other nodes starts in the same instant instead of a poll
+// interval later; a pass that starts nothing waits for the poll.
+func TestPassAfterStartUsesTheRestOfTheBudget(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	var passes []time.Time
+	var requests []activities.ComputeCommandsRequest
+	env := h.env
+	second := consolidation()
+	second.Candidates = []activities.DisruptionCandidate{
+		{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
+		{NodeClaimName: "default-dddd", NodeName: "ip-10-0-0-4", NodePool: "default"},
+	}
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes = append(passes, env.Now())
+		requests = append(requests, req)
+		switch len(passes) {
+		case 1:
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
+		case 2:
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{second}}, nil
+		}
+		return activities.ComputeCommandsResponse{}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	var starts []time.Time
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		starts = append(starts, workflow.Now(ctx))
+		mu.Unlock()
+		// It reports no end (SignalCommandDone): the ledger holds its
+		// candidates for the rest of the test.
+		return CommandOutcome{}, nil
+	})
+	h.at(45*time.Second, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 2 || len(passes) < 4 {
+		t.Fatalf("%d command(s) started in %d pass(es), want 2 commands and passes on", len(starts), len(passes))
+	}
+	if gap := starts[1].Sub(starts[0]); gap != 0 {
+		t.Errorf("second command started %s after the first, want at once", gap)
+	}
+	reserved := 0
+	for _, n := range requests[1].Nodes {
+		if n.Reserved {
+			reserved++
+		}
+	}
+	if reserved != 2 {
+		t.Errorf("the pass after the start told %+v, want the first command's 2 candidates reserved", requests[1].Nodes)
+	}
+	// Pass 3 comes at once after pass 2's start and starts nothing; pass 4
+	// waits the poll interval.
+	if gap := passes[2].Sub(passes[1]); gap != 0 {
+		t.Errorf("third pass %s after the second (which started a command), want at once", gap)
+	}
+	if gap := passes[3].Sub(passes[2]); gap != DefaultDisruptionPollInterval {
+		t.Errorf("fourth pass %s after a pass that started nothing, want the poll interval %s", gap, DefaultDisruptionPollInterval)
 	}
 }

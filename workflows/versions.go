@@ -173,6 +173,15 @@ const (
 	// signal bringing work not already pending or in flight restarts the
 	// batch's idle window; repeats of known pods do not.
 	changeIdleWindowOnNews changeID = "idle-window-on-news"
+	// changePassAfterStart (disruption_workflow.go pass, waitForPass): a
+	// pass that started a command is followed by another at once, as
+	// Karpenter's disruption loop requeues at once after a command, so
+	// the budget the running commands leave is used without waiting out
+	// the poll interval; not when a command was refused since (the same
+	// decision would be refused again). Before, mixed-600 started one
+	// command every ~10 s and held at most 4 of the 8 nodes its budget
+	// allowed.
+	changePassAfterStart changeID = "pass-after-start"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
