@@ -245,7 +245,7 @@ func (d *disruption) waitForPass() {
 		if d.triggered && d.state.NextPassAt.After(now.Add(triggerDebounce)) {
 			d.state.NextPassAt = now.Add(triggerDebounce)
 		}
-		if d.passNow || (d.startedInPass && !d.refusedSincePass) {
+		if d.passNow || d.passAfterStartDue() {
 			d.state.NextPassAt = now
 		}
 		if !d.state.Paused && !d.state.NextPassAt.After(now) {
@@ -267,6 +267,12 @@ func (d *disruption) waitForPass() {
 		}
 		cancel()
 	}
+}
+
+// passAfterStartDue: the last pass started a command and none was refused
+// since, so the next pass is due at once (changePassAfterStart).
+func (d *disruption) passAfterStartDue() bool {
+	return d.startedInPass && !d.refusedSincePass
 }
 
 func (d *disruption) listen(selector workflow.Selector) {
@@ -551,7 +557,7 @@ func (d *disruption) continueAsNew() error {
 	}
 	next := d.input
 	state := d.state
-	if (d.triggered || d.startedInPass && !d.refusedSincePass) && state.NextPassAt.IsZero() {
+	if (d.triggered || d.passAfterStartDue()) && state.NextPassAt.IsZero() {
 		state.NextPassAt = workflow.Now(d.ctx)
 	}
 	next.State = &state
