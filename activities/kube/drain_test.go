@@ -236,6 +236,10 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 // Three replicas under a PodDisruptionBudget of maxUnavailable 1: the drain
 // must wait for each replacement to be Ready before the next eviction, so no
 // moment has fewer than two healthy replicas.
+//
+// The spare node stays cordoned until the drain has reported an eviction the
+// budget refused: with somewhere to go at once, a fast replacement could be
+// Ready between two evictions and the refusal would depend on timing.
 func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	h := newHarness(t)
 	group := clustertesting.UniqueName("pdb")
@@ -282,10 +286,18 @@ func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 		}
 		return live.Status.ObservedGeneration == live.Generation && live.Status.CurrentHealthy == 3 && live.Status.DisruptionsAllowed == 1, nil
 	})
-	if _, err := testClientset.CoreV1().Nodes().Patch(t.Context(), spare.Name, types.MergePatchType,
-		[]byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	refusedByBudget := func(detail any) bool {
+		progress, ok := progressDetail(detail)
+		return ok && strings.Contains(strings.Join(progress.Blocked, ","), "PodDisruptionBudget")
 	}
+	uncordoned := make(chan error, 1)
+	go func() {
+		// Uncordon even when no refusal comes, so a failing drain still ends.
+		h.heartbeats.await(2*time.Minute, refusedByBudget)
+		_, err := testClientset.CoreV1().Nodes().Patch(context.Background(), spare.Name, types.MergePatchType,
+			[]byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+		uncordoned <- err
+	}()
 
 	var mu sync.Mutex
 	fewestHealthy := 3
@@ -306,6 +318,9 @@ func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := <-uncordoned; err != nil {
+		t.Fatalf("uncordon the spare node: %v", err)
+	}
 	if resp.Evicted != 3 {
 		t.Errorf("Evicted = %d, want 3", resp.Evicted)
 	}
@@ -316,7 +331,7 @@ func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	mu.Unlock()
 	refused := false
 	for _, detail := range h.heartbeats.all() {
-		if progress, ok := progressDetail(detail); ok && strings.Contains(strings.Join(progress.Blocked, ","), "PodDisruptionBudget") {
+		if refusedByBudget(detail) {
 			refused = true
 		}
 	}

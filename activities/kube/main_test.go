@@ -235,6 +235,16 @@ func (r *heartbeatRecorder) all() []any {
 // waitFor blocks until a heartbeat satisfies match or timeout passes.
 func (r *heartbeatRecorder) waitFor(t *testing.T, timeout time.Duration, what string, match func(detail any) bool) any {
 	t.Helper()
+	detail, ok := r.await(timeout, match)
+	if !ok {
+		t.Fatalf("no heartbeat %s within %s", what, timeout)
+	}
+	return detail
+}
+
+// await is waitFor for goroutines other than the test's own, which must not
+// call t.Fatal: it reports whether a heartbeat satisfied match in time.
+func (r *heartbeatRecorder) await(timeout time.Duration, match func(detail any) bool) (any, bool) {
 	deadline := time.After(timeout)
 	seen := 0
 	for {
@@ -244,13 +254,13 @@ func (r *heartbeatRecorder) waitFor(t *testing.T, timeout time.Duration, what st
 		r.mu.Unlock()
 		for _, detail := range details {
 			if match(detail) {
-				return detail
+				return detail, true
 			}
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("no heartbeat %s within %s", what, timeout)
+			return nil, false
 		}
 	}
 }
