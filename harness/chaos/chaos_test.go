@@ -182,6 +182,9 @@ settled:
 			t.Errorf("%s: %d (%s)", inv, len(subjects), strings.Join(first(subjects, 5), "; "))
 		}
 	}
+	for id, diagnosis := range c.Diagnoses() {
+		t.Logf("%s: %s", id, diagnosis)
+	}
 	if completed < *lifecyclesFlag {
 		t.Errorf("%d node lifecycles completed, want ≥ %d (faulty phase bounded by -chaos.timeout %s)", completed, *lifecyclesFlag, *runTimeout)
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -55,11 +56,13 @@ type checker struct {
 
 	mu         sync.Mutex
 	violations map[string]map[string]bool // invariant → subjects
+	// diagnoses explain stuck workflows by id, for the test's report.
+	diagnoses map[string]string
 	orphans    map[string]time.Time       // instance → first seen without an open workflow
 }
 
 func newChecker(s *driver.Stack, history *History, n *nemesis) *checker {
-	return &checker{s: s, history: history, nemesis: n, violations: map[string]map[string]bool{}, orphans: map[string]time.Time{}}
+	return &checker{s: s, history: history, nemesis: n, violations: map[string]map[string]bool{}, diagnoses: map[string]string{}, orphans: map[string]time.Time{}}
 }
 
 func (c *checker) violate(invariant, subject string, fields ...any) {
@@ -84,6 +87,13 @@ func (c *checker) Counts() map[string]int {
 		out[inv] = len(c.violations[inv])
 	}
 	return out
+}
+
+// Diagnoses explain the stuck workflows by id.
+func (c *checker) Diagnoses() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.diagnoses)
 }
 
 // Subjects are the violating subjects of an invariant, sorted.
@@ -226,7 +236,11 @@ func (c *checker) final(ctx context.Context) error {
 	c.checkBudget(open)
 	for id, wf := range open {
 		if wf.Phase != string(workflows.PhaseReady) {
-			c.violate(InvariantStuckWorkflow, id, "phase", wf.Phase)
+			diagnosis := c.diagnose(ctx, wf)
+			c.mu.Lock()
+			c.diagnoses[id] = diagnosis
+			c.mu.Unlock()
+			c.violate(InvariantStuckWorkflow, id, "phase", wf.Phase, "diagnosis", diagnosis)
 		}
 	}
 	deployments, err := c.s.Kube.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
@@ -378,4 +392,49 @@ func lifecycles(ctx context.Context, s *driver.Stack) (int, error) {
 		return 0, err
 	}
 	return int(resp.GetCount()), nil
+}
+
+// diagnose says why a node workflow did not settle: its pending activities
+// (attempt, last heartbeat, last failure), its state, and the pods still on
+// its node, so a stuck workflow in CI can be explained from the report alone.
+func (c *checker) diagnose(ctx context.Context, wf stacktest.NodeWorkflow) string {
+	var b strings.Builder
+	described, err := c.s.Temporal.DescribeWorkflowExecution(ctx, wf.ID, "")
+	if err != nil {
+		fmt.Fprintf(&b, "describe: %v; ", err)
+	} else {
+		for _, activity := range described.GetPendingActivities() {
+			fmt.Fprintf(&b, "activity %s attempt %d state %s", activity.GetActivityType().GetName(), activity.GetAttempt(), activity.GetState())
+			if details := activity.GetHeartbeatDetails().GetPayloads(); len(details) > 0 {
+				fmt.Fprintf(&b, " heartbeat %s", details[len(details)-1].GetData())
+			}
+			if failure := activity.GetLastFailure(); failure != nil {
+				fmt.Fprintf(&b, " last failure %q", failure.GetMessage())
+			}
+			b.WriteString("; ")
+		}
+	}
+	if value, err := c.s.Temporal.QueryWorkflow(ctx, wf.ID, "", workflows.QueryState); err != nil {
+		fmt.Fprintf(&b, "query: %v; ", err)
+	} else {
+		var state workflows.NodeStateView
+		if err := value.Get(&state); err == nil {
+			fmt.Fprintf(&b, "node %s termination %+v; ", state.NodeName, state.Termination)
+		}
+	}
+	if wf.NodeName != "" {
+		pods, err := c.s.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + wf.NodeName})
+		if err != nil {
+			fmt.Fprintf(&b, "pods: %v", err)
+		}
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "pod %s/%s %s deleting=%t; ", p.Namespace, p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
+		}
+		if node, err := c.s.Kube.CoreV1().Nodes().Get(ctx, wf.NodeName, metav1.GetOptions{}); err != nil {
+			fmt.Fprintf(&b, "node: %v", err)
+		} else {
+			fmt.Fprintf(&b, "node unschedulable=%t deleting=%t taints %v", node.Spec.Unschedulable, node.DeletionTimestamp != nil, node.Spec.Taints)
+		}
+	}
+	return b.String()
 }

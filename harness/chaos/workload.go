@@ -178,6 +178,12 @@ func (c *churner) step(ctx context.Context) {
 // churnNode picks a registered node of the pool (Millwright's finalizer on
 // it, the unregistered taint gone) that runs no maxUnavailable-0 or
 // do-not-disrupt pod (its drain would wait forever, as it should).
+//
+// The node must also run a pod that may go: a node fits one pod, so no
+// blocking pod can be bound to it between this list and the deletion. An
+// empty node could take a pending do-not-disrupt pod in that moment (a node
+// just launched for it, say), and its drain would then rightly wait forever.
+// Empty nodes still end, by consolidation.
 func (c *churner) churnNode(ctx context.Context) (string, bool) {
 	nodes, err := c.s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 	if err != nil {
@@ -187,16 +193,19 @@ func (c *churner) churnNode(ctx context.Context) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	blocked := map[string]bool{}
+	blocked, occupied := map[string]bool{}, map[string]bool{}
 	for _, p := range pods.Items {
-		if app := p.Labels["app"]; app == pdbZeroDeployment || app == doNotDisruptDeploy {
+		switch app := p.Labels["app"]; {
+		case app == pdbZeroDeployment || app == doNotDisruptDeploy:
 			blocked[p.Spec.NodeName] = true
+		case p.DeletionTimestamp == nil && p.Spec.NodeName != "":
+			occupied[p.Spec.NodeName] = true
 		}
 	}
 	var candidates []string
 	for _, n := range nodes.Items {
 		registered := slices.Contains(n.Finalizers, activities.TerminationFinalizer) && !stacktest.HasTaint(&n, activities.UnregisteredTaintKey)
-		if registered && n.DeletionTimestamp == nil && !n.Spec.Unschedulable && !blocked[n.Name] {
+		if registered && n.DeletionTimestamp == nil && !n.Spec.Unschedulable && !blocked[n.Name] && occupied[n.Name] {
 			candidates = append(candidates, n.Name)
 		}
 	}

@@ -236,7 +236,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	nodeWatcher, err := watch.NewNodeWatcher(factory, cfg.Temporal, cfg.ClusterName, logger.Named("nodes"))
+	nodeWatcher, err := watch.NewNodeWatcher(factory, kubeClient, cfg.Temporal, cfg.ClusterName, logger.Named("nodes"))
 	if err != nil {
 		return err
 	}
