@@ -58,7 +58,7 @@ type checker struct {
 	violations map[string]map[string]bool // invariant → subjects
 	// diagnoses explain stuck workflows by id, for the test's report.
 	diagnoses map[string]string
-	orphans    map[string]time.Time       // instance → first seen without an open workflow
+	orphans   map[string]time.Time // instance → first seen without an open workflow
 }
 
 func newChecker(s *driver.Stack, history *History, n *nemesis) *checker {
