@@ -654,6 +654,12 @@ func (s *scenario) diagnose() string {
 			fmt.Fprintf(&b, "node %s pool %q unschedulable %v deleting %v taints %v\n", n.Name, n.Labels[apisv1.LabelNodePool], n.Spec.Unschedulable, n.DeletionTimestamp != nil, n.Spec.Taints)
 		}
 	}
+	if suite.worker.running() {
+		// What the disruption workflow would do now, and why not for
+		// each node (the same verdicts as its events).
+		plan, err := runStarter("disruption", "plan")
+		fmt.Fprintf(&b, "--- starter disruption plan (error %v)\n%s\n", err, plan)
+	}
 	fmt.Fprintf(&b, "--- worker (running %v), last lines of %s\n%s\n", suite.worker.running(), suite.worker.logPath, suite.worker.logTail(60))
 	fmt.Fprintf(&b, "--- cluster logs in %s\n", filepath.Join(suite.stateDir, "cluster"))
 	return b.String()

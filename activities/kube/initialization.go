@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/millwright/millwright/activities"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // WaitForInitialization waits, heartbeating, until the Node is Ready, every
@@ -49,6 +50,9 @@ func (a *Activities) WaitForInitialization(ctx context.Context, req activities.W
 	if err != nil {
 		return activities.WaitForInitializationResponse{}, err
 	}
+	if err := a.labelInitialized(ctx, req.NodeName); err != nil {
+		return activities.WaitForInitializationResponse{}, err
+	}
 	pods, err := a.podsOnNode(ctx, req.NodeName)
 	if err != nil {
 		return activities.WaitForInitializationResponse{}, err
@@ -56,6 +60,22 @@ func (a *Activities) WaitForInitialization(ctx context.Context, req activities.W
 	workloads := countWorkloadPods(pods)
 	a.logger.Sugar().Infow("Node initialized", "node", req.NodeName, "workloadPods", workloads)
 	return activities.WaitForInitializationResponse{NonDaemonSetPods: workloads}, nil
+}
+
+// labelInitialized stamps the Node millwright.dev/initialized=true, once:
+// the disruption decision reads it, so a node that goes NotReady soon after
+// it started is judged by repair, not taken for one still initializing.
+func (a *Activities) labelInitialized(ctx context.Context, nodeName string) error {
+	_, _, err := a.updateNode(ctx, nodeName, func(node *corev1.Node) {
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[apisv1.LabelNodeInitialized] = "true"
+	})
+	if err != nil {
+		return fmt.Errorf("label node %s initialized: %w", nodeName, err)
+	}
+	return nil
 }
 
 // initializationGaps lists what keeps node from being initialized; empty

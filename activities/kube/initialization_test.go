@@ -11,6 +11,7 @@ import (
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/cluster/clustertesting"
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // The Node becomes Ready through kwok, but stays uninitialized until the
@@ -44,6 +45,9 @@ func TestWaitForInitializationWaitsForStartupTaintRemoval(t *testing.T) {
 		t.Fatalf("returned before the startup taint was removed: %+v, %v", r.resp, r.err)
 	default:
 	}
+	if got, ok := getNode(t, node.Name).Labels[apisv1.LabelNodeInitialized]; ok {
+		t.Errorf("label %s = %q before initialization, want none", apisv1.LabelNodeInitialized, got)
+	}
 	current := getNode(t, node.Name)
 	current.Spec.Taints = removeTaintKey(current.Spec.Taints, agent.Key)
 	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), current, metav1.UpdateOptions{}); err != nil {
@@ -57,6 +61,9 @@ func TestWaitForInitializationWaitsForStartupTaintRemoval(t *testing.T) {
 		}
 		if r.resp.NonDaemonSetPods != 1 {
 			t.Errorf("NonDaemonSetPods = %d, want 1", r.resp.NonDaemonSetPods)
+		}
+		if got := getNode(t, node.Name).Labels[apisv1.LabelNodeInitialized]; got != "true" {
+			t.Errorf("label %s = %q after initialization, want \"true\"", apisv1.LabelNodeInitialized, got)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("WaitForInitialization did not return within a minute of the taint's removal")

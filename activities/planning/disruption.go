@@ -331,10 +331,14 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 }
 
 // looksInitialized judges from the Node alone whether its workflow
-// initialized it: registered (unregistered taint gone), startup taints
-// gone, and Ready — or older than registration can take, since a node
-// that goes NotReady after initialization stays initialized.
+// initialized it: labelled so by WaitForInitialization; or, for Nodes
+// initialized before that label, registered (unregistered taint gone),
+// startup taints gone, and Ready — or older than registration can take,
+// since a node that goes NotReady after initialization stays initialized.
 func (w *world) looksInitialized(node *corev1.Node, ps *poolState) bool {
+	if node.Labels[apisv1.LabelNodeInitialized] == "true" {
+		return true
+	}
 	if hasTaintKey(node.Spec.Taints, activities.UnregisteredTaintKey) {
 		return false
 	}

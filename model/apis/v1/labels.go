@@ -19,6 +19,12 @@ const (
 	// LabelNodePool names the NodePool that launched a node. Millwright sets
 	// it; a NodePool may neither set it in template labels nor require it.
 	LabelNodePool = Group + "/nodepool"
+	// LabelNodeInitialized is "true" once the node's workflow saw it
+	// initialized (Ready, startup taints gone, extended resources
+	// allocatable), and stays so whatever the node's condition later
+	// (Karpenter's karpenter.sh/initialized): a node that goes NotReady
+	// is still one to repair, not one still starting.
+	LabelNodeInitialized = Group + "/initialized"
 	// LabelNodeClass names the EC2NodeClass a node was launched from.
 	LabelNodeClass = Group + "/ec2nodeclass"
 	// LabelCapacityType is "spot" or "on-demand".
