@@ -27,6 +27,10 @@ type ComputeCommandsRequest struct {
 	// Validation: a command asks whether its decision still holds (its
 	// answer is not a new decision, for the metrics).
 	Validation bool `json:"validation,omitempty"`
+	// Admission: the disruption workflow asks whether a validated command
+	// may commit now, within the budgets: committed nodes are charged,
+	// validating ones are not (implies Validation).
+	Admission bool `json:"admission,omitempty"`
 }
 
 // DisruptionNodeState is a node workflow's view of its node. Zero fields
@@ -52,6 +56,14 @@ type DisruptionNodeState struct {
 	// is terminating it.
 	Reserved bool `json:"reserved,omitempty"`
 	Deleting bool `json:"deleting,omitempty"`
+	// Validating: a command that is still validating holds the node (it is
+	// held like a reserved one). Committed: a command admitted to disrupt
+	// holds it. A pass charges the pool's budget for validating nodes and
+	// not for committed ones (their command's budget was checked when it
+	// was admitted); an admission charges it for committed nodes and not
+	// for validating ones (see Admission).
+	Validating bool `json:"validating,omitempty"`
+	Committed  bool `json:"committed,omitempty"`
 	// ReplacementFor: the node is a replacement launched by this running
 	// disruption command; it is no candidate until the command ends (its
 	// candidates' pods may still be on their way to it).

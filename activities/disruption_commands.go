@@ -12,6 +12,7 @@ import (
 const (
 	ReserveNodesActivity   = "ReserveNodes"
 	MarkDisruptionActivity = "MarkDisruption"
+	AdmitCommandActivity   = "AdmitDisruptionCommand"
 )
 
 // DisruptionCommandActivities are what a disruption command runs to hold its
@@ -28,6 +29,34 @@ type DisruptionCommandActivities interface {
 	// replacements launch, or removes that taint (a rollback) from Nodes a
 	// drain has not cordoned. A Node that is gone is skipped. Idempotent.
 	MarkDisruption(ctx context.Context, req MarkDisruptionRequest) (MarkDisruptionResponse, error)
+	// AdmitCommand asks the disruption workflow (its admit update) whether
+	// a command that waited out its validation delay may commit now: the
+	// decision must still hold and fit the budgets, judged against the
+	// workflow's ledger of every other running command. Only transport
+	// errors are errors; the update id is the command's and the attempt's,
+	// so a retry of one attempt is answered by the same update.
+	AdmitCommand(ctx context.Context, req AdmitCommandRequest) (AdmitCommandResponse, error)
+}
+
+// AdmitCommandRequest asks the disruption workflow to admit a command.
+type AdmitCommandRequest struct {
+	DisruptionWorkflowID string `json:"disruptionWorkflowID"`
+	CommandID            string `json:"commandID"`
+	// Attempt numbers the command's admission requests (a Busy answer is
+	// asked again with the next).
+	Attempt int               `json:"attempt"`
+	Command DisruptionCommand `json:"command"`
+}
+
+// AdmitCommandResponse is the disruption workflow's answer. Admitted: the
+// command holds and fits the budgets, and now counts as disrupting. Busy:
+// it does not fit the budgets yet (nodes of commands already admitted are
+// still going), so it may ask again. Otherwise Why says why the decision no
+// longer holds.
+type AdmitCommandResponse struct {
+	Admitted bool   `json:"admitted,omitempty"`
+	Busy     bool   `json:"busy,omitempty"`
+	Why      string `json:"why,omitempty"`
 }
 
 // ReserveNodesRequest asks node workflows to hold their nodes for a command.
@@ -78,4 +107,5 @@ type MarkDisruptionResponse struct {
 func RegisterDisruptionCommands(registry worker.ActivityRegistry, impl DisruptionCommandActivities) {
 	registry.RegisterActivityWithOptions(impl.ReserveNodes, activity.RegisterOptions{Name: ReserveNodesActivity})
 	registry.RegisterActivityWithOptions(impl.MarkDisruption, activity.RegisterOptions{Name: MarkDisruptionActivity})
+	registry.RegisterActivityWithOptions(impl.AdmitCommand, activity.RegisterOptions{Name: AdmitCommandActivity})
 }

@@ -381,10 +381,15 @@ func (r *commandRun) finish(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := scheduledActivities(t, r.commandID)
-	for _, activity := range []string{activities.ReserveNodesActivity, activities.ComputeCommandsActivity, activities.MarkDisruptionActivity, activities.StartNodeWorkflowsActivity} {
+	// The command validates through the disruption workflow's admission
+	// (changeAdmitAtCommit), which runs ComputeCommands there, not here.
+	for _, activity := range []string{activities.ReserveNodesActivity, activities.AdmitCommandActivity, activities.MarkDisruptionActivity, activities.StartNodeWorkflowsActivity} {
 		if steps[activity] != 1 {
 			t.Errorf("command %s scheduled %s %d times, want once (a retry is an attempt of one): %v", r.commandID, activity, steps[activity], steps)
 		}
+	}
+	if n := steps[activities.ComputeCommandsActivity]; n != 0 {
+		t.Errorf("command %s scheduled ComputeCommands %d times, want none (the disruption workflow admits it): %v", r.commandID, n, steps)
 	}
 
 	// The candidate: drained, terminated once, gone.

@@ -129,10 +129,17 @@ func printDisruptionPlan(out io.Writer, view workflows.DisruptionStateView) {
 		fmt.Fprintln(out, "  (none)")
 	}
 	for _, running := range view.Running {
-		fmt.Fprintf(out, "  %s (%s, since %s): %s\n", running.ID, running.Reason, running.Started.UTC().Format(time.RFC3339), running.Message)
+		stage := ""
+		switch {
+		case running.AdmitsAtCommit && running.Admitted:
+			stage = ", admitted"
+		case running.AdmitsAtCommit:
+			stage = ", validating"
+		}
+		fmt.Fprintf(out, "  %s (%s%s, since %s): %s\n", running.ID, running.Reason, stage, running.Started.UTC().Format(time.RFC3339), running.Message)
 	}
 	if len(view.Budgets) > 0 {
-		fmt.Fprintln(out, "\nBudgets (disruptions allowed now):")
+		fmt.Fprintln(out, "\nBudgets (disruptions the last pass allowed new decisions; admitted commands' nodes are checked at admission):")
 		for _, budget := range view.Budgets {
 			fmt.Fprintf(out, "  %s: %d node(s), %d disrupting, allowed %v\n", budget.NodePool, budget.Nodes, budget.Disrupting, budget.Allowed)
 		}

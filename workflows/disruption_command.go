@@ -25,7 +25,19 @@ type CommandInput struct {
 	ReplacementTimeout   time.Duration                `json:"replacementTimeout"`
 	NodeTaskQueue        string                       `json:"nodeTaskQueue"`
 	Options              activities.DisruptionOptions `json:"options"`
+	// Admission: after the validation delay the command asks the
+	// disruption workflow to admit it (UpdateAdmitCommand) instead of
+	// validating on its own (changeAdmitAtCommit).
+	Admission bool `json:"admission,omitempty"`
 }
+
+// Admission's pace: a command the budgets cannot take yet asks again every
+// admissionRetryInterval, for at most admissionPatience after its first
+// request; past that its decision is too old to trust and it gives up.
+const (
+	admissionRetryInterval = 2 * time.Second
+	admissionPatience      = 2 * time.Minute
+)
 
 // Command steps, in order, as QueryCommandState shows them.
 const (
@@ -52,8 +64,11 @@ type CommandStateView struct {
 
 // DisruptionCommandWorkflow carries out one command, with id
 // DisruptionCommandWorkflowID: reserve every candidate (the node workflows'
-// reserve update), wait ValidationDelay and check with ComputeCommands that
-// the decision still holds, taint the candidates, launch the replacements
+// reserve update), wait ValidationDelay and check that the decision still
+// holds — by the disruption workflow's admission (Admission: validated
+// against its ledger, and within the budgets, which the candidates use
+// from then on), or for commands started before that by ComputeCommands
+// alone — taint the candidates, launch the replacements
 // through StartNodeWorkflows (names derived from this workflow's id, so a
 // retry starts nothing twice, and the ClientToken from each node workflow's
 // id) and wait until each is initialized, then commit: every candidate
@@ -118,7 +133,11 @@ func (c *command) run() CommandOutcome {
 		c.release(c.candidateClaims(), why)
 		return CommandOutcome{Result: CommandInvalidated, Detail: why}
 	}
-	if why := c.validate(); why != "" {
+	validate := c.validate
+	if c.input.Admission && c.input.DisruptionWorkflowID != "" {
+		validate = c.admit
+	}
+	if why := validate(); why != "" {
 		c.release(c.candidateClaims(), why)
 		return CommandOutcome{Result: CommandInvalidated, Detail: why}
 	}
@@ -173,11 +192,13 @@ func (c *command) reserve() (reserved []string, refused []activities.NodeRefusal
 }
 
 // sleep waits d while recording node events; no wait at all for 0.
-func (c *command) sleep(d time.Duration) {
+func (c *command) sleep(d time.Duration) { c.sleepFor(d, "validation delay") }
+
+func (c *command) sleepFor(d time.Duration, summary string) {
 	if d <= 0 {
 		return
 	}
-	timer := workflow.NewTimerWithOptions(c.ctx, d, workflow.TimerOptions{Summary: "validation delay"})
+	timer := workflow.NewTimerWithOptions(c.ctx, d, workflow.TimerOptions{Summary: summary})
 	c.awaitEvents(func() bool { return timer.IsReady() }, timer)
 }
 
@@ -239,6 +260,41 @@ func (c *command) validate() string {
 	}
 	c.decide("Validated after %s", formatDuration(c.input.ValidationDelay))
 	return ""
+}
+
+// admit asks the disruption workflow to admit the command (see
+// disruption_admission.go), again every admissionRetryInterval while the
+// budgets cannot take it yet, and reports why it was not admitted ("" when
+// it was).
+func (c *command) admit() string {
+	first := workflow.Now(c.ctx)
+	options := shortOptions("admit command")
+	for attempt := 1; ; attempt++ {
+		var answer activities.AdmitCommandResponse
+		request := activities.AdmitCommandRequest{DisruptionWorkflowID: c.input.DisruptionWorkflowID, CommandID: c.id,
+			Attempt: attempt, Command: c.input.Command}
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, options), activities.AdmitCommandActivity, request).Get(c.ctx, &answer)
+		if err != nil {
+			return "admission failed: " + errorDetail(err)
+		}
+		waited := workflow.Now(c.ctx).Sub(first)
+		switch {
+		case answer.Admitted:
+			c.decide("Validated after %s and admitted (attempt %d)", formatDuration(c.input.ValidationDelay), attempt)
+			return ""
+		case !answer.Busy:
+			return answer.Why
+		case waited >= admissionPatience:
+			return fmt.Sprintf("not admitted within %s: %s", formatDuration(admissionPatience), answer.Why)
+		}
+		if attempt == 1 {
+			c.decide("Waiting to be admitted: %s", answer.Why)
+		}
+		c.sleepFor(admissionRetryInterval, "admission retry")
+		if why := c.takenOver(); why != "" {
+			return why
+		}
+	}
 }
 
 // stillHolds compares a command with a fresh decision.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,6 +239,112 @@ func TestDisruptionCommandStopsBeforeActing(t *testing.T) {
 			}
 			if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)) + len(h.rec.calls(activities.MarkDisruptionActivity)); n != 0 {
 				t.Errorf("%d launch/mark call(s) before the command was valid", n)
+			}
+		})
+	}
+}
+
+// admissionWorld answers AdmitCommand with answers, in turn (the last one
+// repeated).
+func admissionWorld(h *harness, answers ...activities.AdmitCommandResponse) *[]activities.AdmitCommandRequest {
+	var mu sync.Mutex
+	asked := &[]activities.AdmitCommandRequest{}
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.AdmitCommandRequest) (activities.AdmitCommandResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		*asked = append(*asked, req)
+		return answers[min(len(*asked), len(answers))-1], nil
+	}, activity.RegisterOptions{Name: activities.AdmitCommandActivity, DisableAlreadyRegisteredCheck: true})
+	return asked
+}
+
+func runAdmittedCommand(t *testing.T, h *harness, cmd activities.DisruptionCommand) CommandOutcome {
+	t.Helper()
+	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
+		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
+		ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute, Admission: true,
+	})
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("command workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("command workflow failed: %v", err)
+	}
+	var outcome CommandOutcome
+	if err := h.env.GetWorkflowResult(&outcome); err != nil {
+		t.Fatal(err)
+	}
+	return outcome
+}
+
+// TestAdmittedCommandAsksAgainWhileBusy: a command that asks to be
+// admitted (changeAdmitAtCommit) does not validate on its own; while the
+// budgets cannot take it, it asks again every admissionRetryInterval with
+// a new attempt number, then marks, launches and drains once admitted.
+func TestAdmittedCommandAsksAgainWhileBusy(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	cmd := consolidation()
+	commandWorld{}.register(h) // ComputeCommands answers nothing: it must not be asked
+	asked := admissionWorld(h,
+		activities.AdmitCommandResponse{Busy: true, Why: "NodePool default allows 0 more Underutilized disruption(s) now, the command needs 2"},
+		activities.AdmitCommandResponse{Busy: true, Why: "still busy"},
+		activities.AdmitCommandResponse{Admitted: true})
+	captureSignals(h)
+	replacement := NodeClaimName("default", testCommandID, 0, 0)
+	nodeEvent(h, time.Minute, replacement, NodeEventReady)
+	nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
+	nodeEvent(h, 3*time.Minute, "default-bbbb", NodeEventTerminated)
+
+	outcome := runAdmittedCommand(t, h, cmd)
+	if outcome.Result != CommandSucceeded {
+		t.Fatalf("outcome %+v, want Succeeded", outcome)
+	}
+	if len(*asked) != 3 {
+		t.Fatalf("asked to be admitted %d time(s), want 3 (busy, busy, admitted)", len(*asked))
+	}
+	for i, req := range *asked {
+		if req.Attempt != i+1 || req.CommandID != testCommandID || req.DisruptionWorkflowID != DisruptionWorkflowID(testCluster) || len(req.Command.Candidates) != 2 {
+			t.Errorf("admission request %d: %+v", i+1, req)
+		}
+	}
+	if n := len(h.rec.calls(activities.ComputeCommandsActivity)); n != 0 {
+		t.Errorf("the command asked ComputeCommands %d time(s); the disruption workflow validates it", n)
+	}
+	if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 1 {
+		t.Errorf("replacements started %d time(s), want once after the admission", n)
+	}
+}
+
+// TestRefusedAdmissionReleasesTheCandidates: a decision that no longer
+// holds, or budgets that stay used up past admissionPatience, ends the
+// command Invalidated with its candidates released and nothing marked.
+func TestRefusedAdmissionReleasesTheCandidates(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer activities.AdmitCommandResponse
+		want   string
+	}{
+		{name: "no longer holds", answer: activities.AdmitCommandResponse{Why: "no longer valid: default-aaaa is not Underutilized any more"}, want: "no longer valid"},
+		{name: "busy past patience", answer: activities.AdmitCommandResponse{Busy: true, Why: "NodePool default allows 0 more"}, want: "not admitted within 2m"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testCommandID)
+			commandWorld{}.register(h)
+			asked := admissionWorld(h, tc.answer)
+			sent := captureSignals(h)
+			outcome := runAdmittedCommand(t, h, consolidation())
+			if outcome.Result != CommandInvalidated || !strings.Contains(outcome.Detail, tc.want) {
+				t.Fatalf("outcome %+v, want Invalidated: %s…", outcome, tc.want)
+			}
+			if n := len(sent.named(SignalDisruptionRelease)); n != 2 {
+				t.Errorf("%d release(s), want one per candidate", n)
+			}
+			if n := len(h.rec.calls(activities.MarkDisruptionActivity)) + len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 0 {
+				t.Errorf("%d mark/launch call(s) without an admission", n)
+			}
+			if tc.answer.Busy && (len(*asked) < 50 || len(*asked) > 70) {
+				t.Errorf("asked %d time(s) in 2 minutes, want one every 2 s", len(*asked))
 			}
 		})
 	}

@@ -41,6 +41,12 @@ const (
 	// resumes the disruption workflow: paused, it starts no new command
 	// (running ones finish).
 	UpdatePauseDisruption = "pause"
+	// UpdateAdmitCommand (activities.AdmitCommandRequest →
+	// activities.AdmitCommandResponse): a command that waited out its
+	// validation delay asks whether it may commit now; the disruption
+	// workflow validates it against its ledger, one admission or pass at
+	// a time, and on admission counts its candidates as disrupting.
+	UpdateAdmitCommand = "admitCommand"
 	// QueryDisruptionState (→ DisruptionStateView).
 	QueryDisruptionState = "state"
 	// QueryCommandState (→ CommandStateView).

@@ -130,6 +130,12 @@ type RunningCommand struct {
 	// Replacements are the node claims it launches (ReplacementClaimName);
 	// none is a candidate while it runs (changeReplacementsHeld).
 	Replacements []string `json:"replacements,omitempty"`
+	// AdmitsAtCommit: the command asks to be admitted (UpdateAdmitCommand)
+	// once its validation delay is over, and its candidates use the
+	// budget only from its admission (Admitted) on (changeAdmitAtCommit).
+	// Otherwise they use it from the command's start.
+	AdmitsAtCommit bool `json:"admitsAtCommit,omitempty"`
+	Admitted       bool `json:"admitted,omitempty"`
 }
 
 // DisruptionPass summarises one look at the cluster.
@@ -179,6 +185,10 @@ func DisruptionWorkflow(ctx workflow.Context, input DisruptionInput) error {
 		workflow.UpdateHandlerOptions{Description: "pause or resume disruption"}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAdmitCommand, d.handleAdmit,
+		workflow.UpdateHandlerOptions{Description: "admit a validated disruption command", Validator: validateAdmit}); err != nil {
+		return err
+	}
 	return d.run()
 }
 
@@ -200,6 +210,9 @@ type disruption struct {
 	startedInPass, refusedSincePass bool
 	// lastAnswer is the last pass's answer, for the state query only.
 	lastAnswer activities.ComputeCommandsResponse
+	// computing: a pass or an admission is deciding; the other waits, so
+	// each decides from a ledger nothing changes under it.
+	computing bool
 }
 
 func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
@@ -334,6 +347,10 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 // pass asks what to do now and starts a command per decision whose
 // candidates no running command holds.
 func (d *disruption) pass() {
+	if !d.lock(d.ctx) {
+		return
+	}
+	defer d.unlock()
 	now := workflow.Now(d.ctx)
 	d.forgetStaleCommands(now)
 	summary := &DisruptionPass{At: now}
@@ -417,19 +434,45 @@ func (d *disruption) noticeDrift(verdicts []activities.DisruptionVerdict) {
 	}
 }
 
-// computeRequest tells ComputeCommands what the cluster does not show yet:
-// the nodes running commands hold.
+// computeRequest tells a pass's ComputeCommands what the cluster does not
+// show yet: the nodes running commands hold.
 func (d *disruption) computeRequest() activities.ComputeCommandsRequest {
+	return d.ledgerRequest(false, "")
+}
+
+// ledgerRequest is ComputeCommands' request with the ledger: every running
+// command's candidates held (reserved for commands that do not ask to be
+// admitted; validating or committed for those that do) and their
+// replacements no candidates. An admission (of command except, whose own
+// candidates are left to the cluster's view) charges the budgets for
+// committed candidates; a pass for validating ones.
+func (d *disruption) ledgerRequest(admission bool, except string) activities.ComputeCommandsRequest {
 	request := activities.ComputeCommandsRequest{Cluster: d.input.Cluster, Options: d.input.Options, MaxCommands: d.input.MaxCommandsPerPass}
+	request.Validation, request.Admission = admission, admission
 	for _, command := range d.state.Running {
+		if command.ID == except {
+			continue
+		}
 		for _, claim := range command.Candidates {
-			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, Reserved: true})
+			state := activities.DisruptionNodeState{NodeClaimName: claim}
+			switch {
+			case !command.AdmitsAtCommit:
+				state.Reserved = true
+			case command.Admitted:
+				state.Committed = true
+			default:
+				state.Validating = true
+			}
+			request.Nodes = append(request.Nodes, state)
 		}
 	}
 	if !changed(d.ctx, changeReplacementsHeld) {
 		return request
 	}
 	for _, command := range d.state.Running {
+		if command.ID == except {
+			continue
+		}
 		for _, claim := range command.Replacements {
 			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, ReplacementFor: command.ID})
 		}
@@ -466,13 +509,15 @@ func (d *disruption) startCommand(command activities.DisruptionCommand) (string,
 		ReplacementTimeout:   d.input.ReplacementTimeout,
 		NodeTaskQueue:        d.taskQueue(),
 		Options:              d.input.Options,
+		Admission:            changed(d.ctx, changeAdmitAtCommit),
 	}
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(d.ctx, options), DisruptionCommandWorkflowType, input)
 	if err := child.GetChildWorkflowExecution().Get(d.ctx, nil); err != nil {
 		d.logger.Error("Could not start a disruption command", "command", id, "error", err)
 		return "", false
 	}
-	running := RunningCommand{ID: id, Reason: string(command.Reason), Kind: string(command.Kind), Message: command.Message, Started: workflow.Now(d.ctx)}
+	running := RunningCommand{ID: id, Reason: string(command.Reason), Kind: string(command.Kind), Message: command.Message,
+		Started: workflow.Now(d.ctx), AdmitsAtCommit: input.Admission}
 	for _, candidate := range command.Candidates {
 		running.Candidates = append(running.Candidates, candidate.NodeClaimName)
 	}

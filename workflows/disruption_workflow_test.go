@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,8 +70,13 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 		t.Errorf("%d pass(es) in an hour, want a few before the pause at 1m and none after", len(requests))
 	}
 	second := requests[1]
-	if len(second.Nodes) != 3 || !second.Nodes[0].Reserved || !second.Nodes[1].Reserved {
-		t.Fatalf("second pass told %+v, want the running command's 2 candidates reserved and its replacement held", second.Nodes)
+	// The command has not been admitted (changeAdmitAtCommit): its
+	// candidates are held as validating, which a pass charges.
+	if len(second.Nodes) != 3 || !second.Nodes[0].Validating || !second.Nodes[1].Validating || second.Nodes[0].Reserved || second.Nodes[0].Committed {
+		t.Fatalf("second pass told %+v, want the running command's 2 candidates validating and its replacement held", second.Nodes)
+	}
+	if !started[0].Admission {
+		t.Errorf("command input %+v does not ask to be admitted", started[0])
 	}
 	replacement := ReplacementClaimName("default", firstCommand, 0)
 	if held := second.Nodes[2]; held.NodeClaimName != replacement || held.ReplacementFor != firstCommand || held.Reserved {
@@ -298,12 +304,12 @@ func TestPassAfterStartUsesTheRestOfTheBudget(t *testing.T) {
 	}
 	reserved := 0
 	for _, n := range requests[1].Nodes {
-		if n.Reserved {
+		if n.Validating {
 			reserved++
 		}
 	}
 	if reserved != 2 {
-		t.Errorf("the pass after the start told %+v, want the first command's 2 candidates reserved", requests[1].Nodes)
+		t.Errorf("the pass after the start told %+v, want the first command's 2 candidates held (validating)", requests[1].Nodes)
 	}
 	// Pass 3 comes at once after pass 2's start and starts nothing; pass 4
 	// waits the poll interval.
@@ -312,5 +318,135 @@ func TestPassAfterStartUsesTheRestOfTheBudget(t *testing.T) {
 	}
 	if gap := passes[3].Sub(passes[2]); gap != DefaultDisruptionPollInterval {
 		t.Errorf("fourth pass %s after a pass that started nothing, want the poll interval %s", gap, DefaultDisruptionPollInterval)
+	}
+}
+
+// TestAdmissionValidatesAgainstTheLedger: a command asks to be admitted
+// (changeAdmitAtCommit). The admission's ComputeCommands is told the ledger
+// without the command's own candidates and charges committed nodes; while
+// the budgets cannot take the command it is busy, once a fresh decision
+// takes every candidate it is admitted (and the next pass, at once, is told
+// its candidates are committed); a decision that no longer holds with room
+// in the budgets is refused, and so is a command the workflow does not run.
+func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	var passes, admissions []activities.ComputeCommandsRequest
+	passesBeforeAdmission := -1
+	admissionAnswers := []activities.ComputeCommandsResponse{
+		{Budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 1}}}},
+		{Commands: []activities.DisruptionCommand{consolidation()}},
+	}
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.Admission {
+			admissions = append(admissions, req)
+			if len(admissions) == 2 {
+				passesBeforeAdmission = len(passes)
+			}
+			return admissionAnswers[min(len(admissions), len(admissionAnswers))-1], nil
+		}
+		passes = append(passes, req)
+		if len(passes) == 1 {
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
+		}
+		return activities.ComputeCommandsResponse{}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	var command string
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, input CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		command = workflow.GetInfo(ctx).WorkflowExecution.ID
+		mu.Unlock()
+		return CommandOutcome{Result: CommandSucceeded}, nil
+	})
+	answers := map[string]activities.AdmitCommandResponse{}
+	admit := func(at time.Duration, name, id func() string, attempt int) {
+		h.at(at, func() {
+			h.env.UpdateWorkflow(UpdateAdmitCommand, name(), &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("admission %s rejected: %v", name(), err) },
+				OnComplete: func(result any, err error) {
+					if err != nil {
+						t.Errorf("admission %s failed: %v", name(), err)
+						return
+					}
+					answers[name()] = result.(activities.AdmitCommandResponse)
+				},
+			}, activities.AdmitCommandRequest{DisruptionWorkflowID: DisruptionWorkflowID(testCluster), CommandID: id(), Attempt: attempt, Command: consolidation()})
+		})
+	}
+	commandID := func() string { mu.Lock(); defer mu.Unlock(); return command }
+	admit(20*time.Second, func() string { return "busy" }, commandID, 1)
+	admit(25*time.Second, func() string { return "admitted" }, commandID, 2)
+	admit(30*time.Second, func() string { return "unknown" }, func() string { return "disruption/c1/command-0-99" }, 1)
+	h.at(10*time.Minute, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if got := answers["busy"]; !got.Busy || got.Admitted || !strings.Contains(got.Why, "allows 1 more Underutilized") {
+		t.Errorf("first admission answered %+v, want busy: the pool allows 1, the command needs 2", got)
+	}
+	if got := answers["admitted"]; !got.Admitted {
+		t.Errorf("second admission answered %+v, want admitted", got)
+	}
+	if got := answers["unknown"]; got.Admitted || got.Busy || !strings.Contains(got.Why, "runs no command") {
+		t.Errorf("admission of an unknown command answered %+v, want refused", got)
+	}
+	if len(admissions) != 2 {
+		t.Fatalf("%d admission computation(s), want 2 (the unknown command needs none)", len(admissions))
+	}
+	for _, req := range admissions {
+		if !req.Validation || len(req.Nodes) != 0 {
+			t.Errorf("admission told %+v (validation %v), want a validation without the command's own candidates or replacement", req.Nodes, req.Validation)
+		}
+	}
+	// The pass after the admission comes at once and charges nothing for
+	// the admitted command's candidates.
+	var after *activities.ComputeCommandsRequest
+	if passesBeforeAdmission >= 0 && passesBeforeAdmission < len(passes) {
+		after = &passes[passesBeforeAdmission]
+	}
+	if after == nil || len(after.Nodes) < 2 || !after.Nodes[0].Committed || !after.Nodes[1].Committed || after.Nodes[0].Validating {
+		t.Fatalf("the pass after the admission told %+v, want the command's candidates committed", after)
+	}
+}
+
+// TestAdmissionRefusesADecisionThatNoLongerHolds: with room in the budgets
+// and a fresh decision that does not take every candidate, the admission
+// is refused (not busy): the command releases its candidates.
+func TestAdmissionRefusesADecisionThatNoLongerHolds(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		if req.Admission {
+			return activities.ComputeCommandsResponse{Budgets: []activities.DisruptionBudget{{NodePool: "default",
+				Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 5}}}}, nil
+		}
+		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	var mu sync.Mutex
+	var command string
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if command == "" {
+			command = workflow.GetInfo(ctx).WorkflowExecution.ID
+		}
+		return CommandOutcome{Result: CommandSucceeded}, nil
+	})
+	var answer activities.AdmitCommandResponse
+	h.at(20*time.Second, func() {
+		mu.Lock()
+		id := command
+		mu.Unlock()
+		h.env.UpdateWorkflow(UpdateAdmitCommand, "admit-1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("admission rejected: %v", err) },
+			OnComplete: func(result any, _ error) { answer, _ = result.(activities.AdmitCommandResponse) },
+		}, activities.AdmitCommandRequest{CommandID: id, Attempt: 1, Command: consolidation()})
+	})
+	h.at(time.Minute, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+	if answer.Admitted || answer.Busy || !strings.Contains(answer.Why, "no longer valid") {
+		t.Errorf("admission answered %+v, want refused: no longer valid", answer)
 	}
 }

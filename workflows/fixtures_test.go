@@ -308,6 +308,8 @@ func decodeRequest(t *testing.T, activityName string, args converter.EncodedValu
 		target = &activities.MarkDisruptionRequest{}
 	case activities.ComputeCommandsActivity:
 		target = &activities.ComputeCommandsRequest{}
+	case activities.AdmitCommandActivity:
+		target = &activities.AdmitCommandRequest{}
 	default:
 		t.Errorf("unexpected activity %s", activityName)
 		return nil

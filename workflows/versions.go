@@ -182,6 +182,20 @@ const (
 	// command every ~10 s and held at most 4 of the 8 nodes its budget
 	// allowed.
 	changePassAfterStart changeID = "pass-after-start"
+	// changeAdmitAtCommit (disruption_workflow.go startCommand,
+	// handleAdmit; disruption_command.go admit): a command waits out its
+	// validation delay without using budget, then asks the disruption
+	// workflow to admit it (UpdateAdmitCommand): the workflow validates
+	// the decision against its whole ledger (other commands' candidates
+	// held, not free) and the budgets with the admitted commands'
+	// candidates charged, one admission or pass at a time, and a command
+	// that does not fit yet asks again as nodes go. Passes charge the
+	// candidates of validating commands, not those of admitted ones, so
+	// the next decisions validate while the last ones drain. Before, a
+	// command's candidates used budget from its start: half of the 10%
+	// budget went on waiting out 15 s validations, and mixed-600 took a
+	// round of ~20 s per tenth of its nodes.
+	changeAdmitAtCommit changeID = "admit-at-commit"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

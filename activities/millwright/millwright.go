@@ -247,6 +247,11 @@ func (a *Activities) ReserveNodes(ctx context.Context, req activities.ReserveNod
 	return a.starter.ReserveNodes(ctx, req)
 }
 
+// AdmitCommand is the node workflow starter's (activities/nodeworkflows).
+func (a *Activities) AdmitCommand(ctx context.Context, req activities.AdmitCommandRequest) (activities.AdmitCommandResponse, error) {
+	return a.starter.AdmitCommand(ctx, req)
+}
+
 // MarkDisruption is the Kubernetes activities'.
 func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	return a.kube.MarkDisruption(ctx, req)

@@ -66,3 +66,35 @@ func refusal(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// AdmitCommand sends workflows.UpdateAdmitCommand to the disruption
+// workflow and waits for its answer. The update id is the command's and
+// the attempt's, so a retry of this activity is answered by the same
+// update; a rejection by the update's validator (the workflow runs no such
+// command) is an answer, not an error.
+func (s *Starter) AdmitCommand(ctx context.Context, req activities.AdmitCommandRequest) (activities.AdmitCommandResponse, error) {
+	var resp activities.AdmitCommandResponse
+	if req.CommandID == "" || req.DisruptionWorkflowID == "" {
+		return resp, temporal.NewNonRetryableApplicationError("admit command: commandID or disruptionWorkflowID is empty", InvalidStartErrorType, nil)
+	}
+	handle, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     fmt.Sprintf("%s/admit/%d", req.CommandID, req.Attempt),
+		WorkflowID:   req.DisruptionWorkflowID,
+		UpdateName:   workflows.UpdateAdmitCommand,
+		Args:         []any{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = handle.Get(ctx, &resp)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		s.log.Info("Disruption workflow refused the admission", zap.String("command", req.CommandID), zap.String("why", appErr.Error()))
+		return activities.AdmitCommandResponse{Why: appErr.Error()}, nil
+	}
+	if err != nil {
+		// Not running (a worker restarts it) or unreachable: ask again.
+		return resp, fmt.Errorf("admit %s: %w", req.CommandID, err)
+	}
+	return resp, nil
+}

@@ -215,7 +215,7 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	}
 	events, _ := p.state.(PodEventSource)
 	for _, node := range sorted {
-		n := w.disruptionNode(node, bound[node.Name], states, blocking, window)
+		n := w.disruptionNode(node, bound[node.Name], states, req.Admission, blocking, window)
 		if events != nil {
 			n.LastPodEventAt = later(n.LastPodEventAt, events.LastPodEvent(node.Name))
 		}
@@ -257,7 +257,7 @@ func nodeClassState(nc *apisv1.EC2NodeClass) *disruption.NodeClass {
 
 // disruptionNode is a Node as the decision sees it; what the node
 // workflow reported (states) wins over what the Node suggests.
-func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState,
+func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState, admission bool,
 	blocking func(*corev1.Pod) []string, window time.Duration) disruption.Node {
 	canonical := scheduling.CanonicalLabels(node.Labels)
 	claim := node.Labels[activities.NodeClaimLabel]
@@ -321,7 +321,11 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		n.NominatedUntil = later(n.NominatedUntil, s.NominatedUntil)
 		n.LastPodEventAt = later(n.LastPodEventAt, s.LastPodEventAt)
 		n.LaunchedByConsolidationAt = later(n.LaunchedByConsolidationAt, s.LaunchedByConsolidationAt)
-		n.Disrupting = n.Disrupting || s.Reserved
+		n.Disrupting = n.Disrupting || s.Reserved || s.Validating || s.Committed
+		// Whose budget this computation charges (see
+		// activities.DisruptionNodeState): a pass charges validating
+		// nodes, an admission committed ones.
+		n.Uncharged = (s.Committed && !admission) || (s.Validating && admission)
 		n.Deleting = n.Deleting || s.Deleting
 		if s.ReplacementFor != "" {
 			n.ReplacementFor = s.ReplacementFor

@@ -261,3 +261,54 @@ func setResolvedAMIs(t *testing.T, name string, ids ...string) {
 		t.Fatal(err)
 	}
 }
+
+// Whose budget a computation charges (changeAdmitAtCommit): a pass charges
+// the nodes of commands still validating and not those of admitted
+// (committed) commands; an admission the other way round. Either way the
+// held node is no candidate.
+func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
+	requireStack(t)
+	planner := newDisruptionPlanner(t)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").
+		mutate(func(np *apisv1.NodePool) { np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "1"}} }).create(t)
+	held := millwrightNode(pool, "m5.large", "2", "8Gi").createReady(t)
+	free := []string{millwrightNode(pool, "m5.large", "2", "8Gi").createReady(t), millwrightNode(pool, "m5.large", "2", "8Gi").createReady(t)}
+	cases := []struct {
+		name      string
+		admission bool
+		state     activities.DisruptionNodeState
+		// allowed is the pool's Empty budget left; 1 means one free node
+		// goes in a command.
+		allowed int
+	}{
+		{name: "a pass charges a validating node", state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
+		{name: "a pass does not charge a committed node", state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
+		{name: "an admission charges a committed node", admission: true, state: activities.DisruptionNodeState{Committed: true}, allowed: 0},
+		{name: "an admission does not charge a validating node", admission: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 1},
+		{name: "a reserved node is charged by both", admission: true, state: activities.DisruptionNodeState{Reserved: true}, allowed: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.state.NodeClaimName = "claim-" + held
+			resp := computeCommands(t, planner, activities.ComputeCommandsRequest{Admission: tc.admission, Validation: tc.admission,
+				Nodes: []activities.DisruptionNodeState{tc.state}})
+			var taken []string
+			for _, cmd := range commandsOfPool(resp, pool) {
+				for _, c := range cmd.Candidates {
+					taken = append(taken, c.NodeName)
+				}
+			}
+			if slices.Contains(taken, held) {
+				t.Errorf("the held node %s is a candidate: %v", held, taken)
+			}
+			if len(taken) != tc.allowed || (len(taken) == 1 && !slices.Contains(free, taken[0])) {
+				t.Errorf("candidates %v, want %d of the free nodes %v", taken, tc.allowed, free)
+			}
+			for _, b := range resp.Budgets {
+				if b.NodePool == pool && b.Allowed[disruption.ReasonEmpty] != tc.allowed {
+					t.Errorf("budget %+v: want %d Empty allowed", b, tc.allowed)
+				}
+			}
+		})
+	}
+}

@@ -59,6 +59,9 @@ func (c *computation) countBudgets() {
 			continue
 		}
 		pl.nodes++
+		if n.Uncharged {
+			continue
+		}
 		if n.Ready != corev1.ConditionTrue || n.Deleting || n.Disrupting {
 			pl.disrupting++
 		}

@@ -193,8 +193,12 @@ func annotated(k, v string) nodeOpt {
 		n.Annotations[k] = v
 	}
 }
-func uninitialized(n *disruption.Node)   { n.Initialized = false }
-func deleting(n *disruption.Node)        { n.Deleting = true }
+func uninitialized(n *disruption.Node) { n.Initialized = false }
+func deleting(n *disruption.Node)      { n.Deleting = true }
+
+// heldUncharged: a command holds the node, but its budget is accounted
+// elsewhere (Node.Uncharged).
+func heldUncharged(n *disruption.Node)   { n.Disrupting, n.Uncharged = true, true }
 func nominatedUntil(t time.Time) nodeOpt { return func(n *disruption.Node) { n.NominatedUntil = t } }
 func replacementFor(command string) nodeOpt {
 	return func(n *disruption.Node) { n.ReplacementFor = command }

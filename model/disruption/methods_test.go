@@ -86,6 +86,13 @@ func TestEmptinessAndBudgets(t *testing.T) {
 			in:     in(pool("default", budgets(budget("1"))), append(empty("n1", "n2"), node("n3", "default", "c.large", deleting))...),
 		},
 		{
+			name:   "a held node whose budget is accounted elsewhere uses none, and is no candidate",
+			source: "Millwright: admission (a pass does not charge admitted commands' candidates)",
+			in: in(pool("default", budgets(budget("2"))),
+				append(empty("n1", "n2"), node("n3", "default", "c.large", heldUncharged), node("n4", "default", "c.large", heldUncharged))...),
+			want: []string{"Empty/delete [n1 n2]"},
+		},
+		{
 			name:   "uninitialized nodes are not the budget's base",
 			source: "suite_test.go: Budgets / should not count uninitialized nodes towards the total",
 			in: in(pool("default", budgets(budget("50%"))),

@@ -113,6 +113,14 @@ type Node struct {
 	// neither is ever a candidate.
 	Deleting   bool
 	Disrupting bool
+	// Uncharged: the node is held like a disrupting one (never a
+	// candidate, never a destination, its pods compete first) but uses no
+	// budget in this computation, because its budget is accounted
+	// elsewhere: a disruption pass does not charge the candidates of
+	// commands already admitted (their budget was checked when they were
+	// admitted), and an admission does not charge those of commands still
+	// validating (they are checked when they are admitted in turn).
+	Uncharged bool
 	// ReplacementFor names the running disruption command that launched
 	// the node to take its candidates' pods: it is no candidate until that
 	// command ends, however empty it looks while they drain.

@@ -25,6 +25,10 @@ func (d *disruptionAnswer) ReserveNodes(context.Context, activities.ReserveNodes
 	return activities.ReserveNodesResponse{}, nil
 }
 
+func (d *disruptionAnswer) AdmitCommand(context.Context, activities.AdmitCommandRequest) (activities.AdmitCommandResponse, error) {
+	return activities.AdmitCommandResponse{Admitted: true}, nil
+}
+
 func (d *disruptionAnswer) MarkDisruption(context.Context, activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	return d.mark, nil
 }
