@@ -156,5 +156,8 @@ type DisruptionBudget struct {
 	Nodes      int                       `json:"nodes"`
 	Disrupting int                       `json:"disrupting"`
 	Allowed    map[disruption.Reason]int `json:"allowed"`
-	Errors     []string                  `json:"errors,omitempty"`
+	// Limit is the budget per reason before the disrupting nodes are
+	// taken off.
+	Limit  map[disruption.Reason]int `json:"limit,omitempty"`
+	Errors []string                  `json:"errors,omitempty"`
 }

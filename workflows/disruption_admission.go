@@ -96,7 +96,11 @@ func (d *disruption) lock(ctx workflow.Context) bool {
 func (d *disruption) unlock() { d.computing = false }
 
 // budgetShort says which of the command's pools allows fewer disruptions
-// for its reason than it has candidates there ("" when none does).
+// for its reason than it has candidates there while nodes already
+// disrupting are still going ("" when none does). A pool whose budget
+// itself is smaller than that (it shrank with the pool since the command
+// was decided) is not short for now but for good: it is not named, and
+// the decision, which could not take every candidate, is refused.
 func budgetShort(command activities.DisruptionCommand, budgets []activities.DisruptionBudget) string {
 	need := map[string]int{}
 	for _, candidate := range command.Candidates {
@@ -106,7 +110,8 @@ func budgetShort(command activities.DisruptionCommand, budgets []activities.Disr
 	for _, b := range budgets {
 		n := need[b.NodePool]
 		allowed, governed := b.Allowed[command.Reason]
-		if n > 0 && governed && allowed < n {
+		limit, limited := b.Limit[command.Reason]
+		if n > 0 && governed && allowed < n && (!limited || limit >= n) {
 			short = append(short, fmt.Sprintf("NodePool %s allows %d more %s disruption(s) now, the command needs %d", b.NodePool, allowed, command.Reason, n))
 		}
 	}

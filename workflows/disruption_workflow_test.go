@@ -450,3 +450,32 @@ func TestAdmissionRefusesADecisionThatNoLongerHolds(t *testing.T) {
 		t.Errorf("admission answered %+v, want refused: no longer valid", answer)
 	}
 }
+
+// budgetShort: busy only while nodes already disrupting hold the budget;
+// a budget smaller than the command (the pool shrank since it was
+// decided) is no reason to wait.
+func TestBudgetShort(t *testing.T) {
+	underutilized := func(allowed, limit int) []activities.DisruptionBudget {
+		return []activities.DisruptionBudget{{NodePool: "default",
+			Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: allowed},
+			Limit:   map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: limit}}}
+	}
+	cases := []struct {
+		name    string
+		budgets []activities.DisruptionBudget
+		short   bool
+	}{
+		{name: "room for both candidates", budgets: underutilized(2, 2)},
+		{name: "disrupting nodes hold the budget", budgets: underutilized(0, 2), short: true},
+		{name: "the budget shrank below the command", budgets: underutilized(1, 1)},
+		{name: "another pool's budget", budgets: []activities.DisruptionBudget{{NodePool: "other", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 0}}}},
+		{name: "an answer without limits waits", budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 0}}}, short: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := budgetShort(consolidation(), tc.budgets); (got != "") != tc.short {
+				t.Errorf("budgetShort = %q, want short %v", got, tc.short)
+			}
+		})
+	}
+}

@@ -61,7 +61,7 @@ func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCom
 	}
 	for _, b := range r.Budgets {
 		resp.Budgets = append(resp.Budgets, activities.DisruptionBudget{NodePool: b.NodePool, Nodes: b.Nodes,
-			Disrupting: b.Disrupting, Allowed: b.Allowed, Errors: b.Errors})
+			Disrupting: b.Disrupting, Allowed: b.Allowed, Limit: b.Limit, Errors: b.Errors})
 	}
 	p.publishVerdicts(w, r)
 	p.log.Debug("Computed disruption commands", zap.Int("nodes", resp.NodesConsidered), zap.Int("pods", resp.PodsConsidered),

@@ -23,8 +23,9 @@ type poolInfo struct {
 	total            int
 	cost, disruption float64
 	// allowed is what each reason may still disrupt in this Result;
-	// initial what it allowed before any command.
-	allowed, initial map[Reason]int
+	// initial what it allowed before any command; limit the budget before
+	// the disrupting nodes were taken off.
+	allowed, initial, limit map[Reason]int
 	errs             []string
 }
 
@@ -68,12 +69,13 @@ func (c *computation) countBudgets() {
 	}
 	clk := passiveClock{c.in.Now}
 	for _, pl := range c.pools {
-		pl.allowed, pl.initial = map[Reason]int{}, map[Reason]int{}
+		pl.allowed, pl.initial, pl.limit = map[Reason]int{}, map[Reason]int{}, map[Reason]int{}
 		for _, reason := range budgetReasons {
 			n, err := pl.spec.Pool.AllowedDisruptions(clk, pl.nodes, apisv1.DisruptionReason(reason))
 			if err != nil {
 				pl.errs = append(pl.errs, err.Error())
 			}
+			pl.limit[reason] = n
 			n = max(n-pl.disrupting, 0)
 			pl.allowed[reason], pl.initial[reason] = n, n
 		}
@@ -104,9 +106,12 @@ func (pl *poolInfo) spend(reason Reason, k, removed int) {
 
 func (pl *poolInfo) budget() PoolBudget {
 	b := PoolBudget{NodePool: pl.spec.Pool.Name, Nodes: pl.nodes, Disrupting: pl.disrupting,
-		Allowed: map[Reason]int{}, Errors: pl.errs}
+		Allowed: map[Reason]int{}, Limit: map[Reason]int{}, Errors: pl.errs}
 	for r, n := range pl.initial {
 		b.Allowed[r] = n
+	}
+	for r, n := range pl.limit {
+		b.Limit[r] = n
 	}
 	return b
 }

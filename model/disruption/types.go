@@ -326,6 +326,9 @@ type PoolBudget struct {
 	// Disrupting counts those deleting, disrupting or not Ready.
 	Disrupting int
 	Allowed    map[Reason]int
+	// Limit is the pool's budget per reason before the disrupting nodes
+	// are taken off (what Allowed would be with none disrupting).
+	Limit map[Reason]int
 	// Errors name budgets that could not be read (they allow 0).
 	Errors []string
 }
