@@ -27,7 +27,8 @@ type DisruptionCommandActivities interface {
 	// MarkDisruption taints the Nodes millwright.dev/disrupted:NoSchedule
 	// (Disrupted) so nothing new schedules on them while the command's
 	// replacements launch, or removes that taint (a rollback) from Nodes a
-	// drain has not cordoned. A Node that is gone is skipped. Idempotent.
+	// drain has not cordoned; with Candidate, the soft candidate taint
+	// instead. A Node that is gone is skipped. Idempotent.
 	MarkDisruption(ctx context.Context, req MarkDisruptionRequest) (MarkDisruptionResponse, error)
 	// AdmitCommand asks the disruption workflow (its admit update) whether
 	// a command that waited out its validation delay may commit now: the
@@ -93,6 +94,10 @@ type MarkDisruptionRequest struct {
 	Replacing bool   `json:"replacing,omitempty"`
 	// Reason is the command's (Empty, Underutilized, …), for the metrics.
 	Reason string `json:"reason,omitempty"`
+	// Candidate: Disrupted adds (or removes) the soft candidate taint
+	// (CandidateTaintKey, PreferNoSchedule) instead, on Nodes cordoned or
+	// not, with no event.
+	Candidate bool `json:"candidate,omitempty"`
 }
 
 // MarkDisruptionResponse lists the Nodes changed and those left alone.

@@ -24,6 +24,13 @@ const (
 	UnregisteredTaintKey = "millwright.dev/unregistered"
 	// DisruptedTaintKey (NoSchedule) marks a Node being drained.
 	DisruptedTaintKey = "millwright.dev/disrupted"
+	// CandidateTaintKey (PreferNoSchedule) marks a Node a disruption
+	// command holds while it waits to be admitted: kube-scheduler places
+	// new pods elsewhere when it can, so the pods of the nodes draining
+	// meanwhile do not land on the candidate and invalidate the decision
+	// (its default scoring prefers the least allocated nodes, which
+	// underutilized candidates are). It never blocks a pod.
+	CandidateTaintKey = "millwright.dev/disruption-candidate"
 	// DoNotDisruptAnnotation on a pod blocks voluntary drains of its Node.
 	DoNotDisruptAnnotation = "millwright.dev/do-not-disrupt"
 	// NodeClaimLabel names the node claim (and so the node workflow) a Node

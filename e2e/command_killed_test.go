@@ -77,7 +77,8 @@ func TestWorkerKilledDuringDisruptionCommand(t *testing.T) {
 	s.waitPodsRunning(t, "app=app", 1, launchTimeout)
 
 	// After reserve: the command reserved its candidate and waits out its
-	// validation delay; nothing is tainted or launched yet.
+	// validation delay; nothing is tainted disrupted (only the soft
+	// candidate taint) or launched yet.
 	ok := t.Run("AfterReserve", func(t *testing.T) {
 		run := s.startDriftCommand(t, func(pool *apisv1.NodePool) {
 			if pool.Spec.Template.Labels == nil {
@@ -383,7 +384,12 @@ func (r *commandRun) finish(t *testing.T) {
 	steps := scheduledActivities(t, r.commandID)
 	// The command validates through the disruption workflow's admission
 	// (changeAdmitAtCommit), which runs ComputeCommands there, not here.
-	for _, activity := range []string{activities.ReserveNodesActivity, activities.AdmitCommandActivity, activities.MarkDisruptionActivity, activities.StartNodeWorkflowsActivity} {
+	// MarkDisruption twice: the soft candidate taint while waiting to be
+	// admitted, then the disrupted taint.
+	if n := steps[activities.MarkDisruptionActivity]; n != 2 {
+		t.Errorf("command %s scheduled MarkDisruption %d times, want twice (candidate taint, then disrupted): %v", r.commandID, n, steps)
+	}
+	for _, activity := range []string{activities.ReserveNodesActivity, activities.AdmitCommandActivity, activities.StartNodeWorkflowsActivity} {
 		if steps[activity] != 1 {
 			t.Errorf("command %s scheduled %s %d times, want once (a retry is an attempt of one): %v", r.commandID, activity, steps[activity], steps)
 		}

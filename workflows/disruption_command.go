@@ -128,16 +128,24 @@ func (c *command) run() CommandOutcome {
 	}
 
 	c.view.Step = StepValidate
-	c.sleep(c.input.ValidationDelay)
-	if why := c.takenOver(); why != "" {
-		c.release(c.candidateClaims(), why)
-		return CommandOutcome{Result: CommandInvalidated, Detail: why}
+	admission := c.input.Admission && c.input.DisruptionWorkflowID != ""
+	if admission && c.input.ValidationDelay > 0 {
+		// Soft-tainted while it waits, so the pods of nodes draining
+		// meanwhile land elsewhere (see activities.CandidateTaintKey).
+		c.markCandidates(true)
 	}
 	validate := c.validate
-	if c.input.Admission && c.input.DisruptionWorkflowID != "" {
+	if admission {
 		validate = c.admit
 	}
-	if why := validate(); why != "" {
+	why := c.takenOverAfter(c.input.ValidationDelay)
+	if why == "" {
+		why = validate()
+	}
+	if why != "" {
+		if admission && c.input.ValidationDelay > 0 {
+			c.markCandidates(false)
+		}
 		c.release(c.candidateClaims(), why)
 		return CommandOutcome{Result: CommandInvalidated, Detail: why}
 	}
@@ -235,6 +243,13 @@ func (c *command) record(event CommandNodeEvent) {
 	}
 }
 
+// takenOverAfter waits d and names a candidate something else is ending by
+// then, if any.
+func (c *command) takenOverAfter(d time.Duration) string {
+	c.sleep(d)
+	return c.takenOver()
+}
+
 // takenOver names a candidate something else is ending, if any.
 func (c *command) takenOver() string {
 	for _, claim := range c.candidateClaims() {
@@ -321,6 +336,26 @@ func stillHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 		return "no longer valid: the candidates' pods now need a replacement"
 	}
 	return ""
+}
+
+// markCandidates adds (or removes) the soft candidate taint on the
+// candidates' Nodes.
+func (c *command) markCandidates(add bool) {
+	var names []string
+	for _, candidate := range c.input.Command.Candidates {
+		if candidate.NodeName != "" {
+			names = append(names, candidate.NodeName)
+		}
+	}
+	var answer activities.MarkDisruptionResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("mark candidates")), activities.MarkDisruptionActivity,
+		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: add, Candidate: true, CommandID: c.id,
+			Reason: string(c.input.Command.Reason)}).Get(c.ctx, &answer)
+	if err != nil {
+		c.decide("Marking the candidates (candidate taint %v) failed: %s", add, errorDetail(err))
+		return
+	}
+	c.decide("Candidate taint %v on %d Node(s)", add, len(answer.Changed))
 }
 
 // mark taints (or untaints) the candidates' Nodes.
@@ -449,6 +484,9 @@ func (c *command) rollBack(why string) {
 	c.logger.Warn("Rolling back disruption command", "why", why)
 	c.decide("Rolling back: %s", why)
 	c.mark(false)
+	if c.input.Admission && c.input.DisruptionWorkflowID != "" && c.input.ValidationDelay > 0 {
+		c.markCandidates(false)
+	}
 	c.release(c.candidateClaims(), why)
 	for _, claim := range c.view.Replacements {
 		if slices.Contains(c.view.Ready, claim) {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -313,6 +314,15 @@ func TestAdmittedCommandAsksAgainWhileBusy(t *testing.T) {
 	if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 1 {
 		t.Errorf("replacements started %d time(s), want once after the admission", n)
 	}
+	// The soft candidate taint while waiting, then the disrupted taint.
+	var marks []string
+	for _, call := range h.rec.calls(activities.MarkDisruptionActivity) {
+		mark := call.(*activities.MarkDisruptionRequest)
+		marks = append(marks, fmt.Sprintf("candidate=%v disrupted=%v", mark.Candidate, mark.Disrupted))
+	}
+	if want := []string{"candidate=true disrupted=true", "candidate=false disrupted=true"}; !slices.Equal(marks, want) {
+		t.Errorf("marks %v, want %v", marks, want)
+	}
 }
 
 // TestRefusedAdmissionReleasesTheCandidates: a decision that no longer
@@ -340,8 +350,20 @@ func TestRefusedAdmissionReleasesTheCandidates(t *testing.T) {
 			if n := len(sent.named(SignalDisruptionRelease)); n != 2 {
 				t.Errorf("%d release(s), want one per candidate", n)
 			}
-			if n := len(h.rec.calls(activities.MarkDisruptionActivity)) + len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 0 {
-				t.Errorf("%d mark/launch call(s) without an admission", n)
+			// Only the soft candidate taint, put on for the wait and taken off.
+			var soft []bool
+			for _, call := range h.rec.calls(activities.MarkDisruptionActivity) {
+				mark := call.(*activities.MarkDisruptionRequest)
+				if !mark.Candidate {
+					t.Errorf("mark %+v without an admission", mark)
+				}
+				soft = append(soft, mark.Disrupted)
+			}
+			if !slices.Equal(soft, []bool{true, false}) {
+				t.Errorf("candidate taint calls %v, want on, then off", soft)
+			}
+			if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 0 {
+				t.Errorf("%d launch call(s) without an admission", n)
 			}
 			if tc.answer.Busy && (len(*asked) < 50 || len(*asked) > 70) {
 				t.Errorf("asked %d time(s) in 2 minutes, want one every 2 s", len(*asked))

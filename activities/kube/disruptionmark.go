@@ -24,6 +24,10 @@ func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisr
 		skipped := false
 		node, changed, err := a.updateNode(ctx, name, func(node *corev1.Node) {
 			switch {
+			case req.Candidate && req.Disrupted:
+				node.Spec.Taints = addMissingTaints(node.Spec.Taints, candidateTaint)
+			case req.Candidate:
+				node.Spec.Taints = removeTaintKey(node.Spec.Taints, activities.CandidateTaintKey)
 			case req.Disrupted:
 				node.Spec.Taints = addMissingTaints(node.Spec.Taints, disruptedTaint)
 			case node.Spec.Unschedulable || node.DeletionTimestamp != nil:
@@ -42,9 +46,10 @@ func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisr
 			resp.Skipped = append(resp.Skipped, name)
 		case changed:
 			resp.Changed = append(resp.Changed, name)
-			a.logger.Info("Marked node for disruption", zap.String("node", name), zap.Bool("disrupted", req.Disrupted), zap.String("command", req.CommandID))
+			a.logger.Info("Marked node for disruption", zap.String("node", name), zap.Bool("disrupted", req.Disrupted),
+				zap.Bool("candidate", req.Candidate), zap.String("command", req.CommandID))
 		}
-		if req.Disrupted && node != nil && req.Message != "" {
+		if req.Disrupted && !req.Candidate && node != nil && req.Message != "" {
 			ref := events.NodeRef(node.Name, node.UID)
 			if req.Replacing {
 				a.events.Publish(events.DisruptionLaunchingEvent(ref, node.Name, req.CommandID, req.Message))

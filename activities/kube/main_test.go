@@ -170,6 +170,7 @@ func (h *harness) environment(details any) *testsuite.TestActivityEnvironment {
 	env.RegisterActivity(h.activities.AllowDisruption)
 	env.RegisterActivity(h.activities.Drain)
 	env.RegisterActivity(h.activities.DeleteNode)
+	env.RegisterActivity(h.activities.MarkDisruption)
 	return env
 }
 

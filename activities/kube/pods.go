@@ -78,6 +78,8 @@ func doNotDisrupt(pod *corev1.Pod, now time.Time) string {
 // disruptedTaint is what Drain puts on the node.
 var disruptedTaint = corev1.Taint{Key: activities.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}
 
+var candidateTaint = corev1.Taint{Key: activities.CandidateTaintKey, Effect: corev1.TaintEffectPreferNoSchedule}
+
 // toleratesDisruption: a pod that tolerates the disrupted taint would be
 // scheduled right back onto the draining node (DaemonSets with a blanket
 // toleration do this), so evicting it cannot make progress; it ends with the

@@ -182,7 +182,7 @@ func InstrumentCommands(inner activities.DisruptionCommandActivities, m *Metrics
 // finds the taints already gone and changes nothing).
 func (a *InstrumentedCommandActivities) MarkDisruption(ctx context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	resp, err := a.DisruptionCommandActivities.MarkDisruption(ctx, req)
-	if err == nil && !req.Disrupted && len(resp.Changed) > 0 && req.Reason != "" {
+	if err == nil && !req.Disrupted && !req.Candidate && len(resp.Changed) > 0 && req.Reason != "" {
 		decision := "delete"
 		if req.Replacing {
 			decision = "replace"

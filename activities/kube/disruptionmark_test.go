@@ -1,0 +1,74 @@
+package kube
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/millwright/millwright/activities"
+)
+
+// A command's marks on its candidates: the soft candidate taint
+// (PreferNoSchedule) while it waits to be admitted, the disrupted taint
+// (NoSchedule) once admitted; taking the soft taint off leaves the
+// disrupted one, and happens on a cordoned Node too; a Node that is gone is
+// skipped.
+func TestMarkDisruptionCandidateTaint(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("mark").withoutKwok().build())
+	taints := func() []string {
+		t.Helper()
+		got, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, taint := range got.Spec.Taints {
+			if strings.HasPrefix(taint.Key, "millwright.dev/") { // not the node controller's
+				out = append(out, taint.Key+":"+string(taint.Effect))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	mark := func(req activities.MarkDisruptionRequest) activities.MarkDisruptionResponse {
+		t.Helper()
+		req.CommandID = "disruption/c1/command-1"
+		resp, err := execute[activities.MarkDisruptionResponse](h, nil, h.activities.MarkDisruption, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	soft := activities.CandidateTaintKey + ":" + string(corev1.TaintEffectPreferNoSchedule)
+	hard := activities.DisruptedTaintKey + ":" + string(corev1.TaintEffectNoSchedule)
+
+	if resp := mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Disrupted: true, Candidate: true}); len(resp.Changed) != 1 {
+		t.Errorf("candidate taint: %+v, want the Node changed", resp)
+	}
+	if got := taints(); !slices.Equal(got, []string{soft}) {
+		t.Errorf("taints %v, want only %s", got, soft)
+	}
+	mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Disrupted: true})
+	if got := taints(); !slices.Equal(got, []string{hard, soft}) {
+		t.Errorf("taints %v, want %s and %s", got, soft, hard)
+	}
+	cordoned, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cordoned.Spec.Unschedulable = true
+	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), cordoned, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Candidate: true})
+	if got := taints(); !slices.Equal(got, []string{hard}) {
+		t.Errorf("taints %v after the candidate taint came off, want only %s", got, hard)
+	}
+	if resp := mark(activities.MarkDisruptionRequest{NodeNames: []string{"gone-" + node.Name}, Candidate: true}); !slices.Equal(resp.Skipped, []string{"gone-" + node.Name}) {
+		t.Errorf("a missing Node: %+v, want it skipped", resp)
+	}
+}
