@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -62,7 +63,7 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 		if short := budgetShort(request.Command, answer.Budgets); short != "" {
 			return activities.AdmitCommandResponse{Busy: true, Why: short}, nil
 		}
-		return activities.AdmitCommandResponse{Why: why}, nil
+		return activities.AdmitCommandResponse{Why: why + verdictsOf(request.Command, answer.Verdicts)}, nil
 	}
 	// Looked up again: the command may have ended while the activity ran.
 	if running = d.runningCommand(request.CommandID); running == nil {
@@ -120,4 +121,23 @@ func budgetShort(command activities.DisruptionCommand, budgets []activities.Disr
 		return ""
 	}
 	return short[0]
+}
+
+// verdictsOf is what the fresh decision said of the command's candidates
+// that it did not take (" (node: why; …)"), so a refusal says why.
+func verdictsOf(command activities.DisruptionCommand, verdicts []activities.DisruptionVerdict) string {
+	mine := map[string]bool{}
+	for _, candidate := range command.Candidates {
+		mine[candidate.NodeClaimName] = true
+	}
+	var said []string
+	for _, v := range verdicts {
+		if mine[v.NodeClaimName] && v.Command < 0 && v.Message != "" {
+			said = append(said, v.NodeName+": "+v.Message)
+		}
+	}
+	if len(said) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(said, "; ") + ")"
 }
