@@ -329,13 +329,31 @@ func TestPassAfterStartUsesTheRestOfTheBudget(t *testing.T) {
 // its candidates are committed); a decision that no longer holds with room
 // in the budgets is refused, and so is a command the workflow does not run.
 func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
+	empty := consolidation()
+	empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
+	for _, tc := range []struct {
+		name    string
+		command activities.DisruptionCommand
+		// committed: the pass after the admission does not charge the
+		// candidates (an Empty command moves no pod); otherwise it holds
+		// them reserved, charged, until they are gone.
+		committed bool
+	}{
+		{name: "consolidation", command: consolidation()},
+		{name: "empty", command: empty, committed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAdmission(t, tc.command, tc.committed) })
+	}
+}
+
+func testAdmission(t *testing.T, command activities.DisruptionCommand, committed bool) {
 	h := newHarness(t, DisruptionWorkflowID(testCluster))
 	var mu sync.Mutex
 	var passes, admissions []activities.ComputeCommandsRequest
 	passesBeforeAdmission := -1
 	admissionAnswers := []activities.ComputeCommandsResponse{
-		{Budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 1}}}},
-		{Commands: []activities.DisruptionCommand{consolidation()}},
+		{Budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{command.Reason: 1}}}},
+		{Commands: []activities.DisruptionCommand{command}},
 	}
 	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
 		mu.Lock()
@@ -349,14 +367,14 @@ func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
 		}
 		passes = append(passes, req)
 		if len(passes) == 1 {
-			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{command}}, nil
 		}
 		return activities.ComputeCommandsResponse{}, nil
 	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
-	var command string
+	var commandWorkflow string
 	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, input CommandInput) (CommandOutcome, error) {
 		mu.Lock()
-		command = workflow.GetInfo(ctx).WorkflowExecution.ID
+		commandWorkflow = workflow.GetInfo(ctx).WorkflowExecution.ID
 		mu.Unlock()
 		return CommandOutcome{Result: CommandSucceeded}, nil
 	})
@@ -372,10 +390,10 @@ func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
 					}
 					answers[name()] = result.(activities.AdmitCommandResponse)
 				},
-			}, activities.AdmitCommandRequest{DisruptionWorkflowID: DisruptionWorkflowID(testCluster), CommandID: id(), Attempt: attempt, Command: consolidation()})
+			}, activities.AdmitCommandRequest{DisruptionWorkflowID: DisruptionWorkflowID(testCluster), CommandID: id(), Attempt: attempt, Command: command})
 		})
 	}
-	commandID := func() string { mu.Lock(); defer mu.Unlock(); return command }
+	commandID := func() string { mu.Lock(); defer mu.Unlock(); return commandWorkflow }
 	admit(20*time.Second, func() string { return "busy" }, commandID, 1)
 	admit(25*time.Second, func() string { return "admitted" }, commandID, 2)
 	admit(30*time.Second, func() string { return "unknown" }, func() string { return "disruption/c1/command-0-99" }, 1)
@@ -384,7 +402,7 @@ func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if got := answers["busy"]; !got.Busy || got.Admitted || !strings.Contains(got.Why, "allows 1 more Underutilized") {
+	if got := answers["busy"]; !got.Busy || got.Admitted || !strings.Contains(got.Why, "allows 1 more "+string(command.Reason)) {
 		t.Errorf("first admission answered %+v, want busy: the pool allows 1, the command needs 2", got)
 	}
 	if got := answers["admitted"]; !got.Admitted {
@@ -407,8 +425,13 @@ func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
 	if passesBeforeAdmission >= 0 && passesBeforeAdmission < len(passes) {
 		after = &passes[passesBeforeAdmission]
 	}
-	if after == nil || len(after.Nodes) < 2 || !after.Nodes[0].Committed || !after.Nodes[1].Committed || after.Nodes[0].Validating {
-		t.Fatalf("the pass after the admission told %+v, want the command's candidates committed", after)
+	if after == nil || len(after.Nodes) < 2 {
+		t.Fatalf("the pass after the admission told %+v, want the command's candidates", after)
+	}
+	for _, n := range after.Nodes[:2] {
+		if n.Committed != committed || n.Reserved == committed || n.Validating {
+			t.Errorf("the pass after the admission told %+v, want committed %v (reserved otherwise)", n, committed)
+		}
 	}
 }
 

@@ -190,11 +190,11 @@ const (
 	// held, not free) and the budgets with the admitted commands'
 	// candidates charged, one admission or pass at a time, and a command
 	// that does not fit yet asks again as nodes go. Passes charge the
-	// candidates of validating commands, not those of admitted ones, so
-	// the next decisions validate while the last ones drain. Before, a
-	// command's candidates used budget from its start: half of the 10%
-	// budget went on waiting out 15 s validations, and mixed-600 took a
-	// round of ~20 s per tenth of its nodes.
+	// candidates of validating commands and of admitted ones whose pods
+	// move, not those of admitted Empty commands, so Empty decisions
+	// follow each other while the last ones go. Before, a command
+	// validated alone, saw the candidates of the others as free, and
+	// decided differently.
 	changeAdmitAtCommit changeID = "admit-at-commit"
 )
 
