@@ -61,6 +61,9 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 	}
 	if why := stillHolds(request.Command, answer.Commands); why != "" {
 		if short := budgetShort(request.Command, answer.Budgets); short != "" {
+			if !slices.Contains(d.busy, request.CommandID) {
+				d.busy = append(d.busy, request.CommandID)
+			}
 			return activities.AdmitCommandResponse{Busy: true, Why: short}, nil
 		}
 		return activities.AdmitCommandResponse{Why: why + verdictsOf(request.Command, answer.Verdicts)}, nil

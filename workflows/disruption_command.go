@@ -31,11 +31,13 @@ type CommandInput struct {
 	Admission bool `json:"admission,omitempty"`
 }
 
-// Admission's pace: a command the budgets cannot take yet asks again every
-// admissionRetryInterval, for at most admissionPatience after its first
-// request; past that its decision is too old to trust and it gives up.
+// Admission's pace: a command the budgets cannot take yet asks again when
+// the disruption workflow says a command ended (SignalAdmissionRetry), or
+// after admissionRetryInterval, for at most admissionPatience after its
+// first request; past that its decision is too old to trust and it gives
+// up.
 const (
-	admissionRetryInterval = 2 * time.Second
+	admissionRetryInterval = 5 * time.Second
 	admissionPatience      = 2 * time.Minute
 )
 
@@ -212,9 +214,12 @@ func (c *command) sleepFor(d time.Duration, summary string) {
 
 // awaitEvents records node events until done holds; wake (if any) is a
 // future whose readiness may make done hold.
-func (c *command) awaitEvents(done func() bool, wake workflow.Future) {
+func (c *command) awaitEvents(done func() bool, wake workflow.Future, also ...func(workflow.Selector)) {
 	for !done() {
 		selector := workflow.NewSelector(c.ctx)
+		for _, add := range also {
+			add(selector)
+		}
 		selector.AddReceive(c.events, func(ch workflow.ReceiveChannel, _ bool) {
 			var event CommandNodeEvent
 			ch.Receive(c.ctx, &event)
@@ -305,10 +310,30 @@ func (c *command) admit() string {
 		if attempt == 1 {
 			c.decide("Waiting to be admitted: %s", answer.Why)
 		}
-		c.sleepFor(admissionRetryInterval, "admission retry")
+		c.awaitAdmissionRetry()
 		if why := c.takenOver(); why != "" {
 			return why
 		}
+	}
+}
+
+// awaitAdmissionRetry waits admissionRetryInterval, or less when the
+// disruption workflow says a command ended, recording node events.
+func (c *command) awaitAdmissionRetry() {
+	retry := workflow.GetSignalChannel(c.ctx, SignalAdmissionRetry)
+	timerCtx, cancel := workflow.WithCancel(c.ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(timerCtx, admissionRetryInterval, workflow.TimerOptions{Summary: "admission retry"})
+	told := false
+	c.awaitEvents(func() bool { return told || timer.IsReady() }, timer, func(s workflow.Selector) {
+		s.AddReceive(retry, func(ch workflow.ReceiveChannel, _ bool) {
+			var retry AdmissionRetry
+			ch.Receive(c.ctx, &retry)
+			told = true
+		})
+	})
+	var more AdmissionRetry
+	for retry.ReceiveAsync(&more) {
 	}
 }
 

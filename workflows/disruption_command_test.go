@@ -253,6 +253,7 @@ func admissionWorld(h *harness, answers ...activities.AdmitCommandResponse) *[]a
 	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.AdmitCommandRequest) (activities.AdmitCommandResponse, error) {
 		mu.Lock()
 		defer mu.Unlock()
+		h.admissionTimes = append(h.admissionTimes, h.env.Now())
 		*asked = append(*asked, req)
 		return answers[min(len(*asked), len(answers))-1], nil
 	}, activity.RegisterOptions{Name: activities.AdmitCommandActivity, DisableAlreadyRegisteredCheck: true})
@@ -291,6 +292,9 @@ func TestAdmittedCommandAsksAgainWhileBusy(t *testing.T) {
 		activities.AdmitCommandResponse{Busy: true, Why: "still busy"},
 		activities.AdmitCommandResponse{Admitted: true})
 	captureSignals(h)
+	// A command ended 1 s after the first busy answer: the second request
+	// comes at once, not after admissionRetryInterval.
+	h.signal(16*time.Second, SignalAdmissionRetry, AdmissionRetry{Ended: "disruption/c1/command-0a0b0c0d-0"})
 	replacement := NodeClaimName("default", testCommandID, 0, 0)
 	nodeEvent(h, time.Minute, replacement, NodeEventReady)
 	nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
@@ -310,6 +314,9 @@ func TestAdmittedCommandAsksAgainWhileBusy(t *testing.T) {
 	}
 	if n := len(h.rec.calls(activities.ComputeCommandsActivity)); n != 0 {
 		t.Errorf("the command asked ComputeCommands %d time(s); the disruption workflow validates it", n)
+	}
+	if gaps := []time.Duration{h.admissionTimes[1].Sub(h.admissionTimes[0]), h.admissionTimes[2].Sub(h.admissionTimes[1])}; gaps[0] > 2*time.Second || gaps[1] != admissionRetryInterval {
+		t.Errorf("admission requests %v apart, want the second at once after the retry signal, the third %s later", gaps, admissionRetryInterval)
 	}
 	if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 1 {
 		t.Errorf("replacements started %d time(s), want once after the admission", n)
@@ -365,8 +372,8 @@ func TestRefusedAdmissionReleasesTheCandidates(t *testing.T) {
 			if n := len(h.rec.calls(activities.StartNodeWorkflowsActivity)); n != 0 {
 				t.Errorf("%d launch call(s) without an admission", n)
 			}
-			if tc.answer.Busy && (len(*asked) < 50 || len(*asked) > 70) {
-				t.Errorf("asked %d time(s) in 2 minutes, want one every 2 s", len(*asked))
+			if want := int(admissionPatience/admissionRetryInterval) + 1; tc.answer.Busy && (len(*asked) < want-1 || len(*asked) > want+1) {
+				t.Errorf("asked %d time(s) in %s, want one every %s (%d)", len(*asked), admissionPatience, admissionRetryInterval, want)
 			}
 		})
 	}

@@ -37,6 +37,10 @@ const (
 	SignalDisruptionTrigger = "trigger"
 	// SignalCommandDone (CommandOutcome): a command workflow ended.
 	SignalCommandDone = "commandDone"
+	// SignalAdmissionRetry (AdmissionRetry): the disruption workflow tells a
+	// command it answered busy that a command ended (budget may be free),
+	// so it asks to be admitted again at once.
+	SignalAdmissionRetry = "admissionRetry"
 	// UpdatePauseDisruption (PauseRequest → DisruptionStateView) pauses or
 	// resumes the disruption workflow: paused, it starts no new command
 	// (running ones finish).
@@ -152,4 +156,9 @@ type DriftNotice struct {
 	Kind string `json:"kind,omitempty"`
 	// Message says it, e.g. "AMI ami-a → ami-b".
 	Message string `json:"message,omitempty"`
+}
+
+// AdmissionRetry tells a command answered busy that a command ended.
+type AdmissionRetry struct {
+	Ended string `json:"ended"`
 }

@@ -213,6 +213,12 @@ type disruption struct {
 	// computing: a pass or an admission is deciding; the other waits, so
 	// each decides from a ledger nothing changes under it.
 	computing bool
+	// busy are the commands last answered busy (waiting for budget), and
+	// retryBusy names a command that ended since, so they are told to ask again
+	// (SignalAdmissionRetry). Not carried across continue-as-new: a
+	// command also asks again on its own timer.
+	busy      []string
+	retryBusy string
 }
 
 func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
@@ -279,6 +285,7 @@ func (d *disruption) waitForPass() {
 			selector.Select(d.ctx)
 		}
 		cancel()
+		d.tellBusy()
 	}
 }
 
@@ -341,6 +348,28 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 	d.triggered = true
 	if changed(d.ctx, changeCommandEndPassesAtOnce) {
 		d.passNow = true
+	}
+	if len(d.busy) > 0 {
+		d.retryBusy = outcome.CommandID
+	}
+}
+
+// tellBusy signals the commands answered busy to ask again (a command
+// ended: budget may be free). A command that is gone is no error.
+func (d *disruption) tellBusy() {
+	if d.retryBusy == "" {
+		return
+	}
+	busy, ended := d.busy, d.retryBusy
+	d.busy, d.retryBusy = nil, ""
+	futures := make([]workflow.Future, len(busy))
+	for i, id := range busy {
+		futures[i] = workflow.SignalExternalWorkflow(d.ctx, id, "", SignalAdmissionRetry, AdmissionRetry{Ended: ended})
+	}
+	for i, f := range futures {
+		if err := f.Get(d.ctx, nil); err != nil {
+			d.logger.Debug("Could not tell a command to ask for admission again", "command", busy[i], "error", err)
+		}
 	}
 }
 

@@ -240,6 +240,9 @@ type harness struct {
 	t   *testing.T
 	env *testsuite.TestWorkflowEnvironment
 	rec *recorder
+	// admissionTimes are the workflow times of AdmitCommand calls
+	// (admissionWorld).
+	admissionTimes []time.Time
 }
 
 // newHarness is a test environment starting at t0 with the fake world and
