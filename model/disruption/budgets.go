@@ -26,7 +26,7 @@ type poolInfo struct {
 	// initial what it allowed before any command; limit the budget before
 	// the disrupting nodes were taken off.
 	allowed, initial, limit map[Reason]int
-	errs             []string
+	errs                    []string
 }
 
 // budgetReasons are the reasons NodePool budgets govern.
