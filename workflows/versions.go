@@ -190,11 +190,9 @@ const (
 	// held, not free) and the budgets with the admitted commands'
 	// candidates charged, one admission or pass at a time, and a command
 	// that does not fit yet asks again as nodes go. Passes charge the
-	// candidates of validating commands and of admitted ones whose pods
-	// move, not those of admitted Empty commands, so Empty decisions
-	// follow each other while the last ones go. Before, a command
-	// validated alone, saw the candidates of the others as free, and
-	// decided differently.
+	// candidates of validating and admitted commands alike. Before, a
+	// command validated alone, saw the candidates of the others as free,
+	// and decided differently.
 	changeAdmitAtCommit changeID = "admit-at-commit"
 )
 
