@@ -130,14 +130,13 @@ func (c *command) run() CommandOutcome {
 	}
 
 	c.view.Step = StepValidate
-	admission := c.input.Admission && c.input.DisruptionWorkflowID != ""
-	if admission && c.input.ValidationDelay > 0 {
+	if c.softTainted() {
 		// Soft-tainted while it waits, so the pods of nodes draining
 		// meanwhile land elsewhere (see activities.CandidateTaintKey).
 		c.markCandidates(true)
 	}
 	validate := c.validate
-	if admission {
+	if c.admits() {
 		validate = c.admit
 	}
 	why := c.takenOverAfter(c.input.ValidationDelay)
@@ -145,7 +144,7 @@ func (c *command) run() CommandOutcome {
 		why = validate()
 	}
 	if why != "" {
-		if admission && c.input.ValidationDelay > 0 {
+		if c.softTainted() {
 			c.markCandidates(false)
 		}
 		c.release(c.candidateClaims(), why)
@@ -363,15 +362,27 @@ func stillHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 	return ""
 }
 
-// markCandidates adds (or removes) the soft candidate taint on the
-// candidates' Nodes.
-func (c *command) markCandidates(add bool) {
+// candidateNodeNames are the candidates' Nodes (those registered).
+func (c *command) candidateNodeNames() []string {
 	var names []string
 	for _, candidate := range c.input.Command.Candidates {
 		if candidate.NodeName != "" {
 			names = append(names, candidate.NodeName)
 		}
 	}
+	return names
+}
+
+// admits: the command asks the disruption workflow to admit it.
+func (c *command) admits() bool { return c.input.Admission && c.input.DisruptionWorkflowID != "" }
+
+// softTainted: its candidates carry the candidate taint while it waits.
+func (c *command) softTainted() bool { return c.admits() && c.input.ValidationDelay > 0 }
+
+// markCandidates adds (or removes) the soft candidate taint on the
+// candidates' Nodes.
+func (c *command) markCandidates(add bool) {
+	names := c.candidateNodeNames()
 	var answer activities.MarkDisruptionResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("mark candidates")), activities.MarkDisruptionActivity,
 		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: add, Candidate: true, CommandID: c.id,
@@ -385,12 +396,7 @@ func (c *command) markCandidates(add bool) {
 
 // mark taints (or untaints) the candidates' Nodes.
 func (c *command) mark(disrupted bool) {
-	var names []string
-	for _, candidate := range c.input.Command.Candidates {
-		if candidate.NodeName != "" {
-			names = append(names, candidate.NodeName)
-		}
-	}
+	names := c.candidateNodeNames()
 	var answer activities.MarkDisruptionResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, shortOptions("mark candidates")), activities.MarkDisruptionActivity,
 		activities.MarkDisruptionRequest{NodeNames: names, Disrupted: disrupted, CommandID: c.id,
@@ -509,7 +515,7 @@ func (c *command) rollBack(why string) {
 	c.logger.Warn("Rolling back disruption command", "why", why)
 	c.decide("Rolling back: %s", why)
 	c.mark(false)
-	if c.input.Admission && c.input.DisruptionWorkflowID != "" && c.input.ValidationDelay > 0 {
+	if c.softTainted() {
 		c.markCandidates(false)
 	}
 	c.release(c.candidateClaims(), why)

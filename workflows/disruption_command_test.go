@@ -97,9 +97,16 @@ func consolidation() activities.DisruptionCommand {
 
 func runCommand(t *testing.T, h *harness, cmd activities.DisruptionCommand) CommandOutcome {
 	t.Helper()
+	return executeCommand(t, h, cmd, false)
+}
+
+// executeCommand runs a command workflow to its end; admission: it asks the
+// disruption workflow to admit it (changeAdmitAtCommit).
+func executeCommand(t *testing.T, h *harness, cmd activities.DisruptionCommand, admission bool) CommandOutcome {
+	t.Helper()
 	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
 		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
-		ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute,
+		ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute, Admission: admission,
 	})
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("command workflow did not complete")
@@ -262,21 +269,7 @@ func admissionWorld(h *harness, answers ...activities.AdmitCommandResponse) *[]a
 
 func runAdmittedCommand(t *testing.T, h *harness, cmd activities.DisruptionCommand) CommandOutcome {
 	t.Helper()
-	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
-		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
-		ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute, Admission: true,
-	})
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("command workflow did not complete")
-	}
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatalf("command workflow failed: %v", err)
-	}
-	var outcome CommandOutcome
-	if err := h.env.GetWorkflowResult(&outcome); err != nil {
-		t.Fatal(err)
-	}
-	return outcome
+	return executeCommand(t, h, cmd, true)
 }
 
 // TestAdmittedCommandAsksAgainWhileBusy: a command that asks to be
