@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/millwright/millwright/activities"
 )
@@ -56,12 +57,18 @@ func TestMarkDisruptionCandidateTaint(t *testing.T) {
 	if got := taints(); !slices.Equal(got, []string{hard, soft}) {
 		t.Errorf("taints %v, want %s and %s", got, soft, hard)
 	}
-	cordoned, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{})
+	// The node controller writes the Node too (its not-ready taint), so
+	// the cordon retries on a conflict like any other writer.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cordoned, err := testClientset.CoreV1().Nodes().Get(t.Context(), node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cordoned.Spec.Unschedulable = true
+		_, err = testClientset.CoreV1().Nodes().Update(t.Context(), cordoned, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	cordoned.Spec.Unschedulable = true
-	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), cordoned, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Candidate: true})

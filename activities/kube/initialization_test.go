@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/cluster/clustertesting"
@@ -48,9 +49,14 @@ func TestWaitForInitializationWaitsForStartupTaintRemoval(t *testing.T) {
 	if got, ok := getNode(t, node.Name).Labels[apisv1.LabelNodeInitialized]; ok {
 		t.Errorf("label %s = %q before initialization, want none", apisv1.LabelNodeInitialized, got)
 	}
-	current := getNode(t, node.Name)
-	current.Spec.Taints = removeTaintKey(current.Spec.Taints, agent.Key)
-	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), current, metav1.UpdateOptions{}); err != nil {
+	// Other writers (the node controller, kwok) may update the Node
+	// meanwhile: retry on a conflict as the agent would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current := getNode(t, node.Name)
+		current.Spec.Taints = removeTaintKey(current.Spec.Taints, agent.Key)
+		_, err := testClientset.CoreV1().Nodes().Update(t.Context(), current, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -311,6 +311,11 @@ func (c *checker) pdbDeploymentsAvailable(ctx context.Context) bool {
 func (c *checker) workflowTaskFailures(ctx context.Context) error {
 	return findWorkflowTaskFailures(ctx, c.s.Temporal, c.s.Namespace, c.s.Local.ClusterName(), func(key, cause, message string) {
 		c.violate(InvariantWorkflowTaskFail, key, "cause", cause, "message", message)
+		// The report says why, so a CI failure explains itself without
+		// the SQLite state.
+		c.mu.Lock()
+		c.diagnoses[key] = cause + ": " + message
+		c.mu.Unlock()
 	})
 }
 
