@@ -379,13 +379,22 @@ func retryRead(ctx context.Context, read func() error) error {
 }
 
 // isCodeFailure reports whether a WorkflowTaskFailed cause is the
-// workflow code's failure (non-determinism, a panic, a bad command). Not
-// UnhandledCommand: the server refuses a task that completes or continues
-// as new while new events (a signal) arrived meanwhile, and the worker
-// runs the next task with them; nothing is lost. (The 1,000-lifecycle run
-// counted one on the provisioner, which receives many signals.)
+// workflow code's failure (non-determinism, a panic, a bad command). Two
+// causes are the server's and lose nothing:
+//   - UnhandledCommand: the server refuses a task that completes or
+//     continues as new while new events (a signal) arrived meanwhile, and
+//     the worker runs the next task with them. (The 1,000-lifecycle run
+//     counted one on the provisioner, which receives many signals.)
+//   - ForceCloseCommand: the server fails the started task when the run is
+//     terminated or timed out, or when more than 100 events were buffered
+//     behind it (history.maximumBufferedEventsBatch), and schedules a new
+//     one with them. Seed 1 met the last twice on the provisioner: both
+//     workers were killed just after it started a task, and over 100
+//     podsPending signals arrived during the 10 s the task took to time
+//     out.
 func isCodeFailure(cause enumspb.WorkflowTaskFailedCause) bool {
-	return cause != enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+	return cause != enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND &&
+		cause != enumspb.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND
 }
 
 // lifecycles counts the pool's node workflows that completed.

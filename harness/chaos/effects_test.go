@@ -64,7 +64,7 @@ func describe(n *corev1.Node) string {
 	return fmt.Sprintf("finalizers %v, ready %v, annotations %v, unschedulable %v", n.Finalizers, nodeReady(n), n.Annotations, n.Spec.Unschedulable)
 }
 
-func TestUnhandledCommandIsNoCodeFailure(t *testing.T) {
+func TestServerCausesAreNoCodeFailure(t *testing.T) {
 	tests := []struct {
 		cause enumspb.WorkflowTaskFailedCause
 		want  bool
@@ -72,6 +72,8 @@ func TestUnhandledCommandIsNoCodeFailure(t *testing.T) {
 		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR, true},
 		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE, true},
 		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, false},
+		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND, false},
+		{enumspb.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES, true},
 	}
 	for _, tc := range tests {
 		if got := isCodeFailure(tc.cause); got != tc.want {

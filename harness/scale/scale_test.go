@@ -94,9 +94,12 @@ type result struct {
 	nodeWorkflowsProfiled                                  int
 	// workflowTaskWait and activityWait are the tasks' schedule-to-start
 	// latencies while the pods came up.
-	workflowTaskWait, activityWait   taskLatency
-	toZero                           time.Duration
-	nodesLeft, instancesLeft         int
+	workflowTaskWait, activityWait taskLatency
+	toZero                         time.Duration
+	nodesLeft, instancesLeft       int
+	// zeroTimeline is the pool's Node count each time it changed while
+	// scaling to zero ("+31s 52" …), to show the disruption rounds.
+	zeroTimeline                     []string
 	heapPeak, rssPeak                int64
 	eventsPerNode                    float64
 	eventsPerNodeMax                 int64
@@ -118,6 +121,7 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, until all Running)\n", r.workflowTaskWait, r.activityWait)
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
+	fmt.Fprintf(&b, "    Nodes as they went    %s\n", strings.Join(r.zeroTimeline, ", "))
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
 	fmt.Fprintf(&b, "  history events          %.1f per node workflow (max %d), provisioner %d in its current run after %d continue-as-new\n", r.eventsPerNode, r.eventsPerNodeMax, r.provisionerEvents, r.provisionerCN)
 	fmt.Fprintf(&b, "  provisioner             %s\n", r.provisioner)
@@ -207,6 +211,9 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 		live := poolInstances(s, true)
 		if err == nil {
+			if len(r.zeroTimeline) == 0 || len(nodes.Items) != r.nodesLeft {
+				r.zeroTimeline = append(r.zeroTimeline, fmt.Sprintf("+%s %d", time.Since(deleted).Round(time.Second), len(nodes.Items)))
+			}
 			r.nodesLeft, r.instancesLeft = len(nodes.Items), len(live)
 			if r.nodesLeft == 0 && r.instancesLeft == 0 {
 				r.toZero = time.Since(deleted)

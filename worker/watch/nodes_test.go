@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 type recordingSignaler struct {
 	mu      sync.Mutex
 	signals map[string][]string // workflow id → signal names
+	// pending are the podsPending signals' keys (SignalWithStart).
+	pending [][]string
 }
 
 func (r *recordingSignaler) SignalWorkflow(_ context.Context, workflowID, _, signalName string, _ any) error {
@@ -44,8 +46,19 @@ func (r *recordingSignaler) SignalWorkflow(_ context.Context, workflowID, _, sig
 	return nil
 }
 
-func (r *recordingSignaler) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+func (r *recordingSignaler) SignalWithStartWorkflow(_ context.Context, _, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	if pending, ok := arg.(workflows.PodsPending); ok {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.pending = append(r.pending, pending.PodKeys)
+	}
 	return nil, nil
+}
+
+func (r *recordingSignaler) pendingSent() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.pending)
 }
 
 func (r *recordingSignaler) sent(workflowID string) []string {

@@ -26,6 +26,16 @@ const podsByNodeIndex = "millwright.dev/pods-by-node"
 // maxPodKeysPerSignal bounds one podsPending signal's payload.
 const maxPodKeysPerSignal = 1000
 
+// pendingSignalInterval paces podsPending signals: a signal goes at once
+// when none went for this long, else when the interval is up, with every
+// key queued meanwhile. Unpaced, pods marked unschedulable one by one went
+// as one signal each, about 50 a second per worker; after both workers
+// restarted in the chaos suite, over 100 were buffered while the
+// provisioner's task was lost with its worker, and the server failed that
+// task (its buffered-events limit). The provisioner's idle window is a
+// second, so a fifth of one delays no batch much.
+const pendingSignalInterval = 200 * time.Millisecond
+
 // nodeCountDelay gathers a node's pod events into one pods-changed signal:
 // the count is read and sent this long after the first event, so the 50
 // pods bound to a new node in a second are one signal (and one workflow
@@ -141,11 +151,16 @@ func (w *PodWatcher) Run(ctx context.Context) {
 // runPending sends provisionable pods to the provisioner, many keys per
 // signal: it takes one key (blocking), then whatever else is queued.
 func (w *PodWatcher) runPending(ctx context.Context) {
+	var last time.Time
 	for {
 		first, shutdown := w.pending.Get()
 		if shutdown {
 			return
 		}
+		if !last.IsZero() {
+			w.sleep(ctx, pendingSignalInterval-w.clock.Since(last))
+		}
+		last = w.clock.Now()
 		keys := []string{first}
 		for w.pending.Len() > 0 && len(keys) < maxPodKeysPerSignal {
 			key, shutdown := w.pending.Get()
@@ -169,6 +184,26 @@ func (w *PodWatcher) runPending(ctx context.Context) {
 		} else {
 			w.logger.Debug("signalled provisionable pods", zap.Int("pods", len(keys)))
 		}
+	}
+}
+
+// sleep waits d (nothing when d ≤ 0) on the watcher's clock when it can
+// tick (a fake clock in tests), or until ctx ends.
+func (w *PodWatcher) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	var after <-chan time.Time
+	if ticking, ok := w.clock.(clock.WithTicker); ok {
+		after = ticking.After(d)
+	} else {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		after = timer.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-after:
 	}
 }
 
