@@ -101,6 +101,11 @@ type ComputeCommandsResponse struct {
 	Skipped         []SkippedObject `json:"skipped,omitempty"`
 	NodesConsidered int             `json:"nodesConsidered"`
 	PodsConsidered  int             `json:"podsConsidered"`
+	// RecheckAfter is how long after the observation a node held back
+	// only by consolidateAfter may be consolidated; zero when none is. A
+	// duration, not a time: the caller's clock (a workflow's) need not be
+	// the activity's.
+	RecheckAfter time.Duration `json:"recheckAfter,omitempty"`
 }
 
 // DisruptionCommand is one decision: disrupt Candidates for Reason, by

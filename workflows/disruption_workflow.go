@@ -393,6 +393,7 @@ func (d *disruption) pass() {
 		return
 	}
 	d.lastAnswer = answer
+	d.recheckAfter(answer.RecheckAfter)
 	d.noticeDrift(answer.Verdicts)
 	summary.Commands, summary.NodesConsidered = len(answer.Commands), answer.NodesConsidered
 	for _, verdict := range answer.Verdicts {
@@ -414,6 +415,25 @@ func (d *disruption) pass() {
 	if len(summary.Started) > 0 && changed(d.ctx, changePassAfterStart) {
 		// What the budget has left after these is decided at once.
 		d.startedInPass = true
+	}
+}
+
+// recheckAfter brings the next pass forward to when a node held back only
+// by consolidateAfter may go (after, from now; at least triggerDebounce
+// away, so a node just short of it does not bring a pass per task), when
+// that is before the next poll.
+func (d *disruption) recheckAfter(after time.Duration) {
+	if after <= 0 || !changed(d.ctx, changeRecheckAtConsolidateAfter) {
+		return
+	}
+	now := workflow.Now(d.ctx)
+	at := now.Add(max(after, triggerDebounce))
+	next := d.state.NextPassAt
+	if next.IsZero() {
+		next = now.Add(d.input.PollInterval)
+	}
+	if at.Before(next) {
+		d.state.NextPassAt = at
 	}
 }
 

@@ -502,3 +502,39 @@ func TestBudgetShort(t *testing.T) {
 		})
 	}
 }
+
+// TestPassAtConsolidateAfter: a pass told that a node held back only by
+// consolidateAfter may go in 3 s runs the next pass then, not a poll
+// interval later (changeRecheckAtConsolidateAfter); a recheck nearer than
+// triggerDebounce waits triggerDebounce; one past the poll waits the poll.
+func TestPassAtConsolidateAfter(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	var passes []time.Time
+	env := h.env
+	rechecks := []time.Duration{3 * time.Second, 500 * time.Millisecond, time.Minute}
+	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes = append(passes, env.Now())
+		var resp activities.ComputeCommandsResponse
+		if n := len(passes); n <= len(rechecks) {
+			resp.RecheckAfter = rechecks[n-1]
+		}
+		return resp, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	h.at(30*time.Second, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(passes) < 4 {
+		t.Fatalf("%d passes, want at least 4", len(passes))
+	}
+	want := []time.Duration{3 * time.Second, triggerDebounce, DefaultDisruptionPollInterval}
+	for i, w := range want {
+		if gap := passes[i+1].Sub(passes[i]); gap != w {
+			t.Errorf("pass %d came %s after pass %d (told recheck in %s), want %s", i+2, gap, i+1, rechecks[i], w)
+		}
+	}
+}

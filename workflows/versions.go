@@ -194,6 +194,12 @@ const (
 	// command validated alone, saw the candidates of the others as free,
 	// and decided differently.
 	changeAdmitAtCommit changeID = "admit-at-commit"
+	// changeRecheckAtConsolidateAfter (disruption_workflow.go pass): when
+	// ComputeCommands says a node held back only by consolidateAfter may
+	// go sooner than the next poll (RecheckAfter), the next pass is then
+	// (at least triggerDebounce away), not up to a poll interval later: a
+	// scale-down's empty nodes go at consolidateAfter.
+	changeRecheckAtConsolidateAfter changeID = "recheck-at-consolidate-after"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -63,6 +63,9 @@ func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCom
 		resp.Budgets = append(resp.Budgets, activities.DisruptionBudget{NodePool: b.NodePool, Nodes: b.Nodes,
 			Disrupting: b.Disrupting, Allowed: b.Allowed, Limit: b.Limit, Errors: b.Errors})
 	}
+	if !r.RecheckAt.IsZero() {
+		resp.RecheckAfter = max(r.RecheckAt.Sub(in.Now), 0)
+	}
 	p.publishVerdicts(w, r)
 	p.log.Debug("Computed disruption commands", zap.Int("nodes", resp.NodesConsidered), zap.Int("pods", resp.PodsConsidered),
 		zap.Int("commands", len(resp.Commands)), zap.Duration("observed", observed), zap.Duration("took", p.clock.Since(started)))

@@ -103,14 +103,28 @@ func (c *computation) consolidatable(ni *nodeInfo) string {
 		last = n.CreatedAt
 	}
 	if since := now.Sub(last); since < after {
+		c.recheckAt(ni, last.Add(after))
 		return fmt.Sprintf("consolidateAfter %s has not passed since the last pod event (%s ago)", after, since.Round(time.Second))
 	}
 	if !n.LaunchedByConsolidationAt.IsZero() {
 		if since := now.Sub(n.LaunchedByConsolidationAt); since < after {
+			c.recheckAt(ni, n.LaunchedByConsolidationAt.Add(after))
 			return fmt.Sprintf("launched by consolidation %s ago, within consolidateAfter %s", since.Round(time.Second), after)
 		}
 	}
 	return ""
+}
+
+// recheckAt notes when a node held back only by consolidateAfter may be
+// consolidated, so the caller can look again then rather than at its next
+// poll (Result.RecheckAt).
+func (c *computation) recheckAt(ni *nodeInfo, at time.Time) {
+	if ni.blocked != "" || ni.podBlocked != "" {
+		return
+	}
+	if c.recheck.IsZero() || at.Before(c.recheck) {
+		c.recheck = at
+	}
 }
 
 // doNotDisrupt reads the do-not-disrupt annotations (Millwright's and

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -45,6 +46,9 @@ type computation struct {
 	classes    []labelClass
 
 	commands []Command
+	// recheck is the earliest time a node held back only by
+	// consolidateAfter becomes consolidatable (Result.RecheckAt).
+	recheck time.Time
 }
 
 func newComputation(in Input) *computation {
@@ -87,7 +91,7 @@ func (c *computation) run() {
 
 // result assembles the Result.
 func (c *computation) result() Result {
-	r := Result{Commands: c.commands}
+	r := Result{Commands: c.commands, RecheckAt: c.recheck}
 	for _, ni := range c.nodes {
 		r.Verdicts = append(r.Verdicts, ni.verdict())
 	}

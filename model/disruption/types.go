@@ -250,6 +250,12 @@ type Result struct {
 	// Budgets are the disruptions each pool allows now per reason, before
 	// the Commands (for status, the CLI and metrics).
 	Budgets []PoolBudget
+	// RecheckAt is the earliest time a node held back only by its pool's
+	// consolidateAfter (since its last pod event, or since consolidation
+	// launched it) may be consolidated; zero when none is. A caller that
+	// polls looks again then: emptied nodes go at consolidateAfter, not up
+	// to a poll interval later.
+	RecheckAt time.Time
 }
 
 // Command is one decision: disrupt Candidates for Reason, by Kind.
