@@ -56,7 +56,8 @@ type checker struct {
 
 	mu         sync.Mutex
 	violations map[string]map[string]bool // invariant → subjects
-	// diagnoses explain stuck workflows by id, for the test's report.
+	// diagnoses explain stuck workflows and failed workflow tasks by id,
+	// for the test's report.
 	diagnoses map[string]string
 	orphans   map[string]time.Time // instance → first seen without an open workflow
 }

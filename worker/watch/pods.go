@@ -193,17 +193,13 @@ func (w *PodWatcher) sleep(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	var after <-chan time.Time
-	if ticking, ok := w.clock.(clock.WithTicker); ok {
-		after = ticking.After(d)
-	} else {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		after = timer.C
+	ticking, ok := w.clock.(clock.WithTicker)
+	if !ok {
+		ticking = clock.RealClock{}
 	}
 	select {
 	case <-ctx.Done():
-	case <-after:
+	case <-ticking.After(d):
 	}
 }
 
