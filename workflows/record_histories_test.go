@@ -62,6 +62,9 @@ var recordRelease = flag.String("release", "", "release whose histories are reco
 type recordingWorld struct {
 	fakeWorld
 	started *startedActivities
+	// commands plays the disruption workflow's world (see
+	// record_disruption_test.go).
+	commands *commandWorldOnServer
 }
 
 // holdFor bounds how long a holding activity holds.
@@ -184,6 +187,9 @@ func (w recordingWorld) Drain(ctx context.Context, req activities.DrainRequest) 
 
 func (w recordingWorld) TerminateInstance(ctx context.Context, req activities.TerminateInstanceRequest) (activities.TerminateInstanceResponse, error) {
 	w.instanceActivityStarted(ctx, req.InstanceID, activities.TerminateInstanceActivity, "hold-term")
+	if claim, ok := strings.CutPrefix(req.InstanceID, "i-"); ok {
+		w.commands.terminated(claim) // no longer a candidate
+	}
 	return w.fakeWorld.TerminateInstance(ctx, req)
 }
 
@@ -215,11 +221,12 @@ func (w recordingWorld) Plan(_ context.Context, req activities.PlanRequest) (act
 
 // recording is one server, its worker and what a scenario needs.
 type recording struct {
-	t       *testing.T
-	ctx     context.Context
-	c       client.Client
-	started *startedActivities
-	dir     string
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	started  *startedActivities
+	commands *commandWorldOnServer
+	dir      string
 }
 
 const recordingTaskQueue = "millwright"
@@ -243,11 +250,13 @@ func newRecording(t *testing.T, ctx context.Context, dir string, overrides dynam
 		t.Fatalf("register search attributes: %v", err)
 	}
 	started := newStartedActivities()
+	world := recordingWorld{started: started, commands: newCommandWorldOnServer(c)}
 	server.NewWorker(recordingTaskQueue, func(registry worker.Registry) {
 		Register(registry)
-		activities.Register(registry, recordingWorld{started: started})
+		activities.Register(registry, world)
+		activities.RegisterDisruptionCommands(registry, world)
 	})
-	return &recording{t: t, ctx: ctx, c: c, started: started, dir: dir}
+	return &recording{t: t, ctx: ctx, c: c, started: started, commands: world.commands, dir: dir}
 }
 
 func (r *recording) start(id string, workflowType string, args ...any) client.WorkflowRun {
@@ -316,6 +325,7 @@ func TestRecordHistories(t *testing.T) {
 
 	t.Run("provisioner", func(t *testing.T) { recordProvisioner(newRecording(t, ctx, dir, nil)) })
 	t.Run("nodes", func(t *testing.T) { recordNodes(newRecording(t, ctx, dir, nil)) })
+	t.Run("disruption", func(t *testing.T) { recordDisruption(newRecording(t, ctx, dir, nil)) })
 	t.Run("node continue-as-new", func(t *testing.T) {
 		// A server that suggests continue-as-new early, so a Ready node
 		// switches runs after a few signals.

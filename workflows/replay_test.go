@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // TestReplayRecordedHistories replays the histories every release recorded
@@ -44,7 +45,13 @@ func TestReplayRecordedHistories(t *testing.T) {
 				if err != nil {
 					t.Fatalf("read %s: %v", file, err)
 				}
-				if err := replayer.ReplayWorkflowHistory(nil, history); err != nil {
+				// The recorded workflow id and run id, not the replayer's
+				// stand-ins: a command names its replacements after its id.
+				started := history.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+				options := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{
+					ID: started.GetWorkflowId(), RunID: started.GetOriginalExecutionRunId(),
+				}}
+				if err := replayer.ReplayWorkflowHistoryWithOptions(nil, history, options); err != nil {
 					t.Fatalf("replay %s: %v", file, err)
 				}
 			})
