@@ -90,8 +90,10 @@ type result struct {
 	// Millwright's (marked → CreateFleet; node workflow started →
 	// CreateFleet).
 	toUnschedulable, unschedulableToFleet, workflowToFleet []time.Duration
-	provisioner, nodeSignals                               provisionerProfile
-	nodeWorkflowsProfiled                                  int
+	// late are the pods whose pod → CreateFleet is above lateAfter.
+	late                     []latePod
+	provisioner, nodeSignals provisionerProfile
+	nodeWorkflowsProfiled    int
 	// workflowTaskWait and activityWait are the tasks' schedule-to-start
 	// latencies while the pods came up.
 	workflowTaskWait, activityWait taskLatency
@@ -119,6 +121,8 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "    unschedulable → Fleet p50 %s, p99 %s (Millwright's share)\n", percentile(r.unschedulableToFleet, 50), percentile(r.unschedulableToFleet, 99))
 	fmt.Fprintf(&b, "    workflow → Fleet      p50 %s, p99 %s (node workflow started → CreateFleet)\n", percentile(r.workflowToFleet, 50), percentile(r.workflowToFleet, 99))
 	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, until all Running)\n", r.workflowTaskWait, r.activityWait)
+	fmt.Fprintf(&b, "    pods over %s       why, from the provisioner's plans:\n", lateAfter)
+	b.WriteString(r.provisioner.tailDiagnosis(r.late))
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
 	fmt.Fprintf(&b, "    Nodes as they went    %s\n", strings.Join(r.zeroTimeline, ", "))
@@ -129,6 +133,10 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "  node workflow signals   %s (over %d node workflows)\n", r.nodeSignals.signalsString(), r.nodeWorkflowsProfiled)
 	return b.String()
 }
+
+// lateAfter is issue 11's pod → CreateFleet p99 target (the 10 s max
+// batch window + 2 s): pods above it are diagnosed.
+const lateAfter = 12 * time.Second
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
@@ -293,6 +301,13 @@ func measureNodes(ctx context.Context, s *driver.Stack, pods []corev1.Pod, track
 		}
 		if launched, ok := launchOf[p.Spec.NodeName]; ok {
 			r.toFleet = append(r.toFleet, max(0, launched.Sub(createdAt)))
+			if launched.Sub(createdAt) > lateAfter {
+				lp := latePod{key: p.Namespace + "/" + p.Name, created: createdAt, toFleet: launched.Sub(createdAt)}
+				if marked {
+					lp.unschedulable = unschedulable
+				}
+				r.late = append(r.late, lp)
+			}
 			if marked {
 				r.unschedulableToFleet = append(r.unschedulableToFleet, max(0, launched.Sub(unschedulable)))
 			}

@@ -130,6 +130,15 @@ type provisionerProfile struct {
 	signals       map[string]int
 	batches       []batchTrace
 	pending       []pendingSignal
+	// plannedAt is, per pod key, when each Plan that put it on a new node
+	// was scheduled and the node claim that plan named.
+	plannedAt map[string][]plannedPod
+}
+
+// plannedPod is one Plan that put a pod on a new node.
+type plannedPod struct {
+	at    time.Time
+	claim string
 }
 
 // pendingSignal is one podsPending signal the provisioner received.
@@ -241,6 +250,7 @@ func profileWorkflow(ctx context.Context, s *driver.Stack, workflowID, runID str
 			case "Plan":
 				p.plans = append(p.plans, took)
 				p.batches = append(p.batches, traceBatch(from, event, took))
+				p.notePlanned(from, event)
 			case "StartNodeWorkflows":
 				p.starts = append(p.starts, took)
 			}
@@ -275,6 +285,69 @@ func traceBatch(scheduled, completed *historypb.HistoryEvent, took time.Duration
 		bt.deferred, bt.unschedulable = len(resp.Deferred), max(len(resp.Unschedulable), resp.UnschedulableCount)
 	}
 	return bt
+}
+
+// notePlanned records the pods a Plan activity put on new nodes.
+func (p *provisionerProfile) notePlanned(scheduled, completed *historypb.HistoryEvent) {
+	var resp activities.PlanResponse
+	out := completed.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads()
+	if len(out) == 0 || converter.GetDefaultDataConverter().FromPayload(out[0], &resp) != nil {
+		return
+	}
+	if p.plannedAt == nil {
+		p.plannedAt = map[string][]plannedPod{}
+	}
+	at := scheduled.GetEventTime().AsTime()
+	for _, plan := range resp.Plans {
+		for _, key := range plan.PodKeys {
+			p.plannedAt[key] = append(p.plannedAt[key], plannedPod{at: at, claim: plan.NodeClaimName})
+		}
+	}
+}
+
+// latePod is a pod whose node's CreateFleet came later than the target
+// after the pod was created.
+type latePod struct {
+	key                    string
+	created, unschedulable time.Time
+	toFleet                time.Duration
+}
+
+// tailDiagnosis sorts the late pods by what the provisioner did with them:
+// planned on a new node only late (first plan > 10 s after the pod was
+// marked unschedulable), planned more than once (their first node's room
+// went to other pods), or never planned on a new node (placed each time on
+// existing or in-flight room, and landing on a node launched for others).
+func (p provisionerProfile) tailDiagnosis(late []latePod) string {
+	if len(late) == 0 {
+		return "    none\n"
+	}
+	var once, replanned, never, firstLate int
+	var firstDelay []time.Duration
+	for _, lp := range late {
+		plans := p.plannedAt[lp.key]
+		switch {
+		case len(plans) == 0:
+			never++
+			continue
+		case len(plans) == 1:
+			once++
+		default:
+			replanned++
+		}
+		from := lp.created
+		if !lp.unschedulable.IsZero() {
+			from = lp.unschedulable
+		}
+		d := plans[0].at.Sub(from)
+		firstDelay = append(firstDelay, d)
+		if d > 10*time.Second {
+			firstLate++
+		}
+	}
+	return fmt.Sprintf("    %d pods: %d planned on a new node once, %d planned more than once, %d never (placed on existing/in-flight room each batch); "+
+		"of the planned, first plan after marked unschedulable p50 %s, max %s (%d over 10 s)\n",
+		len(late), once, replanned, never, percentile(firstDelay, 50), percentile(firstDelay, 100), firstLate)
 }
 
 // taskLatency is the workers' summed Temporal SDK histogram for one
