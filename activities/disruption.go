@@ -31,6 +31,12 @@ type ComputeCommandsRequest struct {
 	// may commit now, within the budgets: committed nodes are charged,
 	// validating ones are not (implies Validation).
 	Admission bool `json:"admission,omitempty"`
+	// ValidatingWait: in a pass (not an admission), validating nodes use
+	// no budget but wait in a second ledger of their own, at most one
+	// budget's worth per pool (model/disruption Node.Waiting). Sent by
+	// disruption workflows since change validating-wait; before, a pass
+	// charged validating nodes like admitted ones.
+	ValidatingWait bool `json:"validatingWait,omitempty"`
 }
 
 // DisruptionNodeState is a node workflow's view of its node. Zero fields

@@ -498,6 +498,9 @@ func (d *disruption) computeRequest() activities.ComputeCommandsRequest {
 func (d *disruption) ledgerRequest(admission bool, except string) activities.ComputeCommandsRequest {
 	request := activities.ComputeCommandsRequest{Cluster: d.input.Cluster, Options: d.input.Options, MaxCommands: d.input.MaxCommandsPerPass}
 	request.Validation, request.Admission = admission, admission
+	if !admission && changed(d.ctx, changeValidatingWait) {
+		request.ValidatingWait = true
+	}
 	for _, command := range d.state.Running {
 		if command.ID == except {
 			continue

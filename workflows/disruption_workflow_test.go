@@ -71,9 +71,13 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 	}
 	second := requests[1]
 	// The command has not been admitted (changeAdmitAtCommit): its
-	// candidates are held as validating, which a pass charges.
+	// candidates are held as validating, which a pass keeps in its
+	// waiting ledger rather than charging (changeValidatingWait).
 	if len(second.Nodes) != 3 || !second.Nodes[0].Validating || !second.Nodes[1].Validating || second.Nodes[0].Reserved || second.Nodes[0].Committed {
 		t.Fatalf("second pass told %+v, want the running command's 2 candidates validating and its replacement held", second.Nodes)
+	}
+	if !second.ValidatingWait || second.Admission {
+		t.Errorf("second pass: ValidatingWait %v, Admission %v; want a pass that lets validating nodes wait uncharged", second.ValidatingWait, second.Admission)
 	}
 	if !started[0].Admission {
 		t.Errorf("command input %+v does not ask to be admitted", started[0])

@@ -200,6 +200,15 @@ const (
 	// (at least triggerDebounce away), not up to a poll interval later: a
 	// scale-down's empty nodes go at consolidateAfter.
 	changeRecheckAtConsolidateAfter changeID = "recheck-at-consolidate-after"
+	// changeValidatingWait (disruption_workflow.go ledgerRequest): a pass
+	// no longer charges the candidates of commands waiting out their
+	// validation delay against the budget; they wait in a second ledger,
+	// at most one budget's worth per pool (ComputeCommandsRequest
+	// ValidatingWait), and each command still needs the budget when it is
+	// admitted. Before, a node used budget for its validation delay (15 s)
+	// and its drain (~5 s on the local stack) alike, so on mixed-600 three
+	// quarters of the budget waited out validations.
+	changeValidatingWait changeID = "validating-wait"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -218,7 +218,7 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	}
 	events, _ := p.state.(PodEventSource)
 	for _, node := range sorted {
-		n := w.disruptionNode(node, bound[node.Name], states, req.Admission, blocking, window)
+		n := w.disruptionNode(node, bound[node.Name], states, req.Admission, req.ValidatingWait, blocking, window)
 		if events != nil {
 			n.LastPodEventAt = later(n.LastPodEventAt, events.LastPodEvent(node.Name))
 		}
@@ -260,7 +260,7 @@ func nodeClassState(nc *apisv1.EC2NodeClass) *disruption.NodeClass {
 
 // disruptionNode is a Node as the decision sees it; what the node
 // workflow reported (states) wins over what the Node suggests.
-func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState, admission bool,
+func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState, admission, validatingWait bool,
 	blocking func(*corev1.Pod) []string, window time.Duration) disruption.Node {
 	canonical := scheduling.CanonicalLabels(node.Labels)
 	claim := node.Labels[activities.NodeClaimLabel]
@@ -329,6 +329,9 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		// activities.DisruptionNodeState): a pass charges validating
 		// nodes, an admission committed ones.
 		n.Uncharged = (s.Committed && !admission) || (s.Validating && admission)
+		if s.Validating && !admission && validatingWait {
+			n.Uncharged, n.Waiting = true, true
+		}
 		n.Deleting = n.Deleting || s.Deleting
 		if s.ReplacementFor != "" {
 			n.ReplacementFor = s.ReplacementFor

@@ -276,7 +276,9 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 	cases := []struct {
 		name      string
 		admission bool
-		state     activities.DisruptionNodeState
+		// validatingWait: the pass's ValidatingWait (changeValidatingWait).
+		validatingWait bool
+		state          activities.DisruptionNodeState
 		// allowed is the pool's Empty budget left; 1 means one free node
 		// goes in a command.
 		allowed int
@@ -285,13 +287,19 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		{name: "a pass does not charge a committed node", state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
 		{name: "an admission charges a committed node", admission: true, state: activities.DisruptionNodeState{Committed: true}, allowed: 0},
 		{name: "an admission does not charge a validating node", admission: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 1},
+		// Under ValidatingWait the validating node uses no budget but fills
+		// the pool's waiting ledger (one budget's worth: 1 here), so
+		// nothing more is decided either (model/disruption's budget tests
+		// show the difference with a larger budget).
+		{name: "a pass with ValidatingWait keeps one budget's worth waiting", validatingWait: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
+		{name: "a pass with ValidatingWait does not charge a committed node", validatingWait: true, state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
 		{name: "a reserved node is charged by both", admission: true, state: activities.DisruptionNodeState{Reserved: true}, allowed: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.state.NodeClaimName = "claim-" + held
 			resp := computeCommands(t, planner, activities.ComputeCommandsRequest{Admission: tc.admission, Validation: tc.admission,
-				Nodes: []activities.DisruptionNodeState{tc.state}})
+				ValidatingWait: tc.validatingWait, Nodes: []activities.DisruptionNodeState{tc.state}})
 			var taken []string
 			for _, cmd := range commandsOfPool(resp, pool) {
 				for _, c := range cmd.Candidates {

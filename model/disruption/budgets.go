@@ -14,6 +14,8 @@ type poolInfo struct {
 	// nodes counts the pool's initialized nodes (the budgets' base);
 	// disrupting those deleting, disrupting or not Ready.
 	nodes, disrupting int
+	// waiting counts the Waiting nodes (see Node.Waiting).
+	waiting int
 	// live counts nodes not going away (for minNodes); unhealthy those
 	// whose Ready condition is False or Unknown.
 	live, unhealthy int
@@ -61,6 +63,9 @@ func (c *computation) countBudgets() {
 		}
 		pl.nodes++
 		if n.Uncharged {
+			if n.Waiting {
+				pl.waiting++
+			}
 			continue
 		}
 		if n.Ready != corev1.ConditionTrue || n.Deleting || n.Disrupting {
@@ -76,7 +81,7 @@ func (c *computation) countBudgets() {
 				pl.errs = append(pl.errs, err.Error())
 			}
 			pl.limit[reason] = n
-			n = max(n-pl.disrupting, 0)
+			n = max(min(n-pl.disrupting, n-pl.waiting), 0)
 			pl.allowed[reason], pl.initial[reason] = n, n
 		}
 	}

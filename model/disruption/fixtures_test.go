@@ -198,7 +198,11 @@ func deleting(n *disruption.Node)      { n.Deleting = true }
 
 // heldUncharged: a command holds the node, but its budget is accounted
 // elsewhere (Node.Uncharged).
-func heldUncharged(n *disruption.Node)   { n.Disrupting, n.Uncharged = true, true }
+func heldUncharged(n *disruption.Node) { n.Disrupting, n.Uncharged = true, true }
+
+// validating: a command waiting out its validation delay holds the node
+// (Node.Waiting): no budget, but the pool's second ledger.
+func validating(n *disruption.Node)      { n.Disrupting, n.Uncharged, n.Waiting = true, true, true }
 func nominatedUntil(t time.Time) nodeOpt { return func(n *disruption.Node) { n.NominatedUntil = t } }
 func replacementFor(command string) nodeOpt {
 	return func(n *disruption.Node) { n.ReplacementFor = command }

@@ -93,6 +93,25 @@ func TestEmptinessAndBudgets(t *testing.T) {
 			want: []string{"Empty/delete [n1 n2]"},
 		},
 		{
+			name:   "nodes waiting out a validation use no budget while fewer than the budget wait",
+			source: "Millwright: validating-wait (the next decisions wait out their validation while admitted ones drain)",
+			// Budget 2 of 5 nodes: n4 drains (charged), n5 validates
+			// (waiting): one more node may be decided (2 − 1 disrupting,
+			// 2 − 1 waiting).
+			in: in(pool("default", budgets(budget("2"))),
+				append(empty("n1", "n2", "n3"), node("n4", "default", "c.large", deleting), node("n5", "default", "c.large", validating))...),
+			want: []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "at most one budget's worth of nodes waits out validations",
+			source: "Millwright: validating-wait",
+			// Budget 2, nothing disrupting, but n4 and n5 already wait:
+			// no new decision until one is admitted.
+			in: in(pool("default", budgets(budget("2"))),
+				append(empty("n1", "n2", "n3"), node("n4", "default", "c.large", validating), node("n5", "default", "c.large", validating))...),
+			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
+		},
+		{
 			name:   "uninitialized nodes are not the budget's base",
 			source: "suite_test.go: Budgets / should not count uninitialized nodes towards the total",
 			in: in(pool("default", budgets(budget("50%"))),

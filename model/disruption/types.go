@@ -121,6 +121,12 @@ type Node struct {
 	// admitted), and an admission does not charge those of commands still
 	// validating (they are checked when they are admitted in turn).
 	Uncharged bool
+	// Waiting: an Uncharged node held by a command waiting out its
+	// validation delay. A pass lets a pool's validating commands hold at
+	// most one budget's worth of nodes besides the disrupting ones: the
+	// next decisions wait out their validation while the admitted ones
+	// drain, and each still needs the budget when it is admitted.
+	Waiting bool
 	// ReplacementFor names the running disruption command that launched
 	// the node to take its candidates' pods: it is no candidate until that
 	// command ends, however empty it looks while they drain.
