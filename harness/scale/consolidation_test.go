@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
@@ -166,13 +167,20 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		n := int(math.Round(float64(d.replicas) * sc.keep))
 		kept = append(kept, inPool(d, n))
 		remaining += n
-		scale, err := kube.AppsV1().Deployments(consolidationNamespace).GetScale(ctx, d.name, metav1.GetOptions{})
+		// The scale carries the Deployment's resourceVersion, which its
+		// controller's status writes move on: read and write again on a
+		// conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			scale, err := kube.AppsV1().Deployments(consolidationNamespace).GetScale(ctx, d.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			scale.Spec.Replicas = int32(n)
+			_, err = kube.AppsV1().Deployments(consolidationNamespace).UpdateScale(ctx, d.name, scale, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = int32(n)
-		if _, err := kube.AppsV1().Deployments(consolidationNamespace).UpdateScale(ctx, d.name, scale, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+			t.Fatalf("scaling deployment %s to %d: %v", d.name, n, err)
 		}
 	}
 	scaledDown := time.Now()
