@@ -494,7 +494,9 @@ func (d *disruption) computeRequest() activities.ComputeCommandsRequest {
 // admitted, reserved otherwise) and their replacements no candidates. An
 // admission (of command except, whose own candidates are left to the
 // cluster's view) charges the budgets for reserved candidates; a pass for
-// reserved and validating ones.
+// reserved ones, and since changeValidatingWait keeps validating ones in
+// the pools' waiting ledgers (at most one budget's worth) instead of
+// charging them.
 func (d *disruption) ledgerRequest(admission bool, except string) activities.ComputeCommandsRequest {
 	request := activities.ComputeCommandsRequest{Cluster: d.input.Cluster, Options: d.input.Options, MaxCommands: d.input.MaxCommandsPerPass}
 	request.Validation, request.Admission = admission, admission

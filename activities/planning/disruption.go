@@ -327,7 +327,8 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		n.Disrupting = n.Disrupting || s.Reserved || s.Validating || s.Committed
 		// Whose budget this computation charges (see
 		// activities.DisruptionNodeState): a pass charges validating
-		// nodes, an admission committed ones.
+		// nodes (or, under ValidatingWait, counts them in the pool's
+		// waiting ledger instead), an admission committed ones.
 		n.Uncharged = (s.Committed && !admission) || (s.Validating && admission)
 		if s.Validating && !admission && validatingWait {
 			n.Uncharged, n.Waiting = true, true
