@@ -323,6 +323,11 @@ type RegisterNodeRequest struct {
 	// registration; later changes by other systems are left alone.
 	Taints        []corev1.Taint `json:"taints,omitempty"`
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
+	// NominatePods ("namespace/name") are the pods the node was launched
+	// for: the first registration sets their status.nominatedNodeName to
+	// the Node before it lifts the unregistered taint, so kube-scheduler
+	// keeps their room for them. Bound pods are left alone.
+	NominatePods []string `json:"nominatePods,omitempty"`
 }
 
 // RegisterNodeResponse is empty today; a struct keeps the contract

@@ -44,7 +44,7 @@ func (w *nodeLifecycle) register() Phase {
 	if changed(w.ctx, changeDriftStamps) {
 		annotations = w.nodeAnnotations()
 	}
-	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, activities.RegisterNodeRequest{
+	request := activities.RegisterNodeRequest{
 		NodeName:      registered.NodeName,
 		NodeClaimName: w.spec.NodeClaimName,
 		NodePool:      w.spec.NodePool,
@@ -52,7 +52,11 @@ func (w *nodeLifecycle) register() Phase {
 		Annotations:   annotations,
 		Taints:        w.spec.Taints,
 		StartupTaints: w.spec.StartupTaints,
-	}, nil)
+	}
+	if changed(w.ctx, changeNominatePods) {
+		request.NominatePods = w.spec.PodKeys
+	}
+	err = w.execute(shortOptions("register node"), activities.RegisterNodeActivity, request, nil)
 	if activities.IsNodeGone(err) && changed(w.ctx, changeNodeGoneLeaves) {
 		w.leaveForGoneNode(registered.NodeName)
 		return PhaseTerminating

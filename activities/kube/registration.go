@@ -148,6 +148,14 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 	case req.NodeClaimName == "":
 		return activities.RegisterNodeResponse{}, invalidRequest(activities.RegisterNodeActivity, "nodeClaimName", "empty")
 	}
+	if len(req.NominatePods) > 0 {
+		if err := a.nominateBeforeAdoption(ctx, req); err != nil {
+			if apierrors.IsNotFound(err) {
+				return activities.RegisterNodeResponse{}, activities.NewNodeGoneError(req.NodeName, err)
+			}
+			return activities.RegisterNodeResponse{}, fmt.Errorf("register node %s: %w", req.NodeName, err)
+		}
+	}
 	registeredAt := a.clock.Now().UTC().Format(time.RFC3339)
 	node, changed, err := a.updateNode(ctx, req.NodeName, func(node *corev1.Node) {
 		if !slices.Contains(node.Finalizers, activities.TerminationFinalizer) {
@@ -186,6 +194,26 @@ func (a *Activities) RegisterNode(ctx context.Context, req activities.RegisterNo
 			zap.String("nodeClaim", req.NodeClaimName), zap.String("taints", taintList(node.Spec.Taints)))
 	}
 	return activities.RegisterNodeResponse{}, nil
+}
+
+// nominateBeforeAdoption nominates req.NominatePods to the Node while it
+// still carries the unregistered taint, so the scheduler knows where they go
+// before it can place any pod there. Only the first registration does: a
+// retry after adoption would nominate pods the scheduler has since placed
+// elsewhere or given up on.
+func (a *Activities) nominateBeforeAdoption(ctx context.Context, req activities.RegisterNodeRequest) error {
+	node, err := a.clientset.CoreV1().Nodes().Get(ctx, req.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, registered := node.Annotations[RegisteredAnnotation]; registered {
+		return nil
+	}
+	if n := a.nominatePods(ctx, req.NodeName, req.NominatePods); n > 0 {
+		a.logger.Info("Nominated pods to their node", zap.String("node", req.NodeName), zap.Int("pods", n),
+			zap.Int("planned", len(req.NominatePods)))
+	}
+	return nil
 }
 
 func taintList(taints []corev1.Taint) string {

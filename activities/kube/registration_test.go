@@ -157,6 +157,66 @@ func TestRegisterNodeAdoptsTheNodeOnceAndIsIdempotent(t *testing.T) {
 	}
 }
 
+// The pods a node was launched for are nominated to it at its first
+// registration, so kube-scheduler keeps their room; a bound pod, a pod gone,
+// and a retry after adoption write nothing.
+func TestRegisterNodeNominatesThePodsItWasLaunchedFor(t *testing.T) {
+	requireCluster(t)
+	writes := &writeCounter{}
+	h := newHarness(t, withWriteCounter(writes))
+	node := createNode(t, newNode("nominate").withoutKwok().
+		taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute).build())
+	namespace := clustertesting.CreateNamespace(t, testClientset, "nominate")
+	// No scheduler takes "none"'s pods, so nothing clears the nomination
+	// under the test.
+	pending := newPod(namespace, "pending", "").build()
+	pending.Spec.SchedulerName = "none"
+	createPod(t, pending)
+	bound := createPod(t, newPod(namespace, "bound", "elsewhere").build())
+	req := activities.RegisterNodeRequest{
+		NodeName: node.Name, NodeClaimName: "default-nmnte", NodePool: "default",
+		NominatePods: []string{namespace + "/pending", namespace + "/bound", namespace + "/gone", "malformed"},
+	}
+
+	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := testClientset.CoreV1().Pods(namespace).Get(t.Context(), "pending", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.NominatedNodeName != node.Name {
+		t.Errorf("pending pod's nominatedNodeName = %q, want %q", got.Status.NominatedNodeName, node.Name)
+	}
+	got, err = testClientset.CoreV1().Pods(namespace).Get(t.Context(), "bound", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.NominatedNodeName != "" || got.ResourceVersion != bound.ResourceVersion {
+		t.Errorf("bound pod was written: nominatedNodeName %q, resourceVersion %s (was %s)",
+			got.Status.NominatedNodeName, got.ResourceVersion, bound.ResourceVersion)
+	}
+	want := []string{
+		"PATCH /api/v1/namespaces/" + namespace + "/pods/pending/status",
+		"PATCH /api/v1/nodes/" + node.Name,
+	}
+	if all := writes.all(); !slices.Equal(all, want) {
+		t.Errorf("RegisterNode wrote %q, want %q", all, want)
+	}
+	if !h.logged("Nominated pods to their node", node.Name) {
+		t.Error(`no "Nominated pods to their node" log line`)
+	}
+
+	// A retry once the Node is adopted nominates nothing again: the
+	// scheduler may have placed the pods elsewhere since.
+	if _, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode, req); err != nil {
+		t.Fatal(err)
+	}
+	if all := writes.all(); len(all) != len(want) {
+		t.Errorf("second RegisterNode wrote: %q", all[len(want):])
+	}
+}
+
 func TestRegisterNodeOfAMissingNodeIsNodeGone(t *testing.T) {
 	h := newHarness(t)
 	_, err := execute[activities.RegisterNodeResponse](h, nil, h.activities.RegisterNode,

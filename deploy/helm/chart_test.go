@@ -420,6 +420,8 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 //   - pods list/watch: the pod informer (worker/watch) and cluster state
 //     (activities/planning); pods delete: drain fallback (activities/kube).
 //   - pods/eviction create: drain (activities/kube).
+//   - pods/status patch: a new node's pods nominated to it at
+//     registration (activities/kube RegisterNode).
 //   - nodes get/list/watch/patch/delete: informers, registration and
 //     disruption checks, taints and labels, removal (activities/kube).
 //   - events create/patch: the event recorder (worker/run, worker/watch)
@@ -441,6 +443,7 @@ func TestRenderRefusesMissingValues(t *testing.T) {
 var leastPrivilege = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list", "watch"}},
