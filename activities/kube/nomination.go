@@ -20,13 +20,12 @@ const nominationWorkers = 32
 
 // nominatePods sets status.nominatedNodeName to node on each pod of keys
 // ("namespace/name") that is not bound yet: the pods the node was launched
-// for. kube-scheduler (KEP-1923; KEP-5278 made such nominations an API)
-// tries a pod's nominated node first and, while filtering every other pod
-// of the same or lower priority, counts nominated pods as already on their
-// node. Without it, the first pods the scheduler takes from its queue
-// spread over every new node (LeastAllocated) and the pods the plan had
-// packed there no longer fit: they go pending again and wait for another
-// batch and launch. With it the scheduler follows the plan while the plan
+// for. kube-scheduler tries a pod's nominated node first (KEP-1923) and,
+// while filtering every other pod of the same or lower priority, counts
+// nominated pods as already on their node. Without it, the first pods the
+// scheduler takes from its queue spread over every new node (LeastAllocated)
+// and the pods the plan had packed there no longer fit: they go pending
+// again and wait for another batch and launch. With it the scheduler follows the plan while the plan
 // still fits, and drops a nomination (it clears the field) when it does not.
 //
 // A bound pod is left alone: the patch tests that spec.nodeName is unset,
