@@ -51,8 +51,8 @@ var drainGroups = []activities.DrainStage{
 //
 // Drain heartbeats DrainProgress after every step and, when retried, resumes
 // from the last one: its counters carry over and the taint step only writes
-// if the taint or cordon went missing. It returns once two passes, one poll
-// apart, found no drainable pod left on the Node.
+// if the taint or cordon went missing. It returns once two passes,
+// DrainConfirmation apart, found no drainable pod left on the Node.
 func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (activities.DrainResponse, error) {
 	if req.NodeName == "" {
 		return activities.DrainResponse{}, invalidRequest(activities.DrainActivity, "nodeName", "empty")
@@ -77,7 +77,7 @@ func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (ac
 		// The "fake" constructor is the one that takes an injected clock.
 		backoff: flowcontrol.NewFakeBackOffWithJitter(a.evictionRetryInitial, a.evictionRetryMax, a.clock, evictionJitter),
 	}
-	err := a.pollUntil(ctx, drain.step)
+	err := drain.run(ctx)
 	response := activities.DrainResponse{Evicted: drain.progress.Evicted, Deleted: drain.progress.Deleted}
 	if err != nil {
 		return response, err
@@ -140,12 +140,37 @@ type nodeDrain struct {
 	// tried again.
 	backoff *flowcontrol.Backoff
 	// emptySeen is set by the first pass that found no drainable pod. The
-	// Node is drained only when the next pass, one poll later, agrees: a
+	// Node is drained only when the next pass, DrainConfirmation later,
+	// agrees: a
 	// scheduler whose cache missed the cordon (seen after a kube-apiserver
 	// restart in the chaos suite) can still bind a pod to the Node just
 	// after it looked empty, and terminating the instance then would take
 	// that pod down without an eviction, past its PDB.
 	emptySeen bool
+}
+
+// run passes over the Node's pods every PollInterval until one reports it
+// drained; the look that confirms an empty Node comes DrainConfirmation
+// after the first, not a whole poll later: while an empty Node waits for it,
+// it still counts against its pool's disruption budget, so in a scale-down
+// the pace of every budget-limited round is set by this wait (2 s of the
+// 2.5 s a one-node round took at the poll interval).
+func (d *nodeDrain) run(ctx context.Context) error {
+	for {
+		done, err := d.step(ctx)
+		if err != nil || done {
+			return err
+		}
+		wait := d.pollInterval
+		if d.emptySeen {
+			wait = d.drainConfirmation
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-d.clock.After(wait):
+		}
+	}
 }
 
 // step is one pass over the Node's pods: deadline deletions, then evictions

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/flowcontrol"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/millwright/millwright/activities"
@@ -475,6 +476,50 @@ func TestDrainConfirmsTheNodeEmptyOnASecondPass(t *testing.T) {
 	})
 	if drain.progress.Evicted != 1 {
 		t.Errorf("evicted = %d, want the late pod evicted (1)", drain.progress.Evicted)
+	}
+}
+
+// TestDrainConfirmsAnEmptyNodeAfterTheConfirmationWindow: the look that
+// confirms an empty Node comes DrainConfirmation after the first, not a
+// whole poll interval later (an empty Node waiting for it still counts
+// against its pool's budget, so this wait sets the pace of a scale-down).
+func TestDrainConfirmsAnEmptyNodeAfterTheConfirmationWindow(t *testing.T) {
+	fake := clocktesting.NewFakeClock(time.Now())
+	h := newHarness(t, withClock(fake), func(cfg *Config) {
+		cfg.PollInterval, cfg.DrainConfirmation = time.Minute, time.Second
+	})
+	node := createNode(t, newNode("confirm-window").build())
+	waitNodeReady(t, node.Name)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.activities.Drain(t.Context(), activities.DrainRequest{NodeName: node.Name, Reason: "test", Voluntary: true})
+		done <- err
+	}()
+	// The first pass found the Node empty and waits for its second look.
+	clustertesting.Eventually(t, 30*time.Second, "the drain waiting after its first empty pass", func(context.Context) (bool, error) {
+		return fake.HasWaiters(), nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("drain returned after one empty pass (err %v); want a second look first", err)
+	default:
+	}
+	fake.Step(time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("drain not done a DrainConfirmation after its first empty pass (it waited for the poll interval?)")
+	}
+}
+
+func TestNewRejectsANegativeDrainConfirmation(t *testing.T) {
+	offline := offlineHarness(t).activities
+	_, err := New(Config{Clientset: offline.clientset, Dynamic: offline.dynamic, DrainConfirmation: -time.Second})
+	if !IsInvalidConfig(err) || !strings.Contains(err.Error(), "DrainConfirmation") {
+		t.Fatalf("err = %v, want an InvalidConfigError naming DrainConfirmation", err)
 	}
 }
 

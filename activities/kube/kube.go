@@ -24,6 +24,7 @@ import (
 // Defaults for Config's optional fields.
 const (
 	DefaultPollInterval         = 2 * time.Second
+	DefaultDrainConfirmation    = time.Second
 	DefaultEvictionRetryInitial = time.Second
 	DefaultEvictionRetryMax     = 30 * time.Second
 )
@@ -44,6 +45,11 @@ type Config struct {
 	// PollInterval is how often a waiting activity re-checks the cluster
 	// (and heartbeats). Default DefaultPollInterval.
 	PollInterval time.Duration
+	// DrainConfirmation is how long after a drain first finds its Node
+	// empty it looks again before it reports the Node drained (the second
+	// look catches a pod bound by a scheduler that had not seen the
+	// cordon yet). Default DefaultDrainConfirmation; at most PollInterval.
+	DrainConfirmation time.Duration
 	// EvictionRetryInitial and EvictionRetryMax bound the jittered
 	// exponential backoff between evictions of one pod refused by a
 	// PodDisruptionBudget. Defaults DefaultEvictionRetryInitial and
@@ -88,6 +94,7 @@ type Activities struct {
 	clock                clock.WithTicker
 	logger               *zap.Logger
 	pollInterval         time.Duration
+	drainConfirmation    time.Duration
 	evictionRetryInitial time.Duration
 	evictionRetryMax     time.Duration
 	leaseNamespace       string
@@ -117,6 +124,9 @@ func New(cfg Config) (*Activities, error) {
 	if cfg.PollInterval < 0 {
 		return nil, &InvalidConfigError{Field: "PollInterval", Reason: fmt.Sprintf("%s is negative", cfg.PollInterval)}
 	}
+	if cfg.DrainConfirmation < 0 {
+		return nil, &InvalidConfigError{Field: "DrainConfirmation", Reason: fmt.Sprintf("%s is negative", cfg.DrainConfirmation)}
+	}
 	if cfg.EvictionRetryInitial < 0 || cfg.EvictionRetryMax < 0 {
 		return nil, &InvalidConfigError{Field: "EvictionRetryInitial/EvictionRetryMax", Reason: "must not be negative"}
 	}
@@ -126,6 +136,7 @@ func New(cfg Config) (*Activities, error) {
 		clock:                cfg.Clock,
 		logger:               cfg.Logger,
 		pollInterval:         cfg.PollInterval,
+		drainConfirmation:    cfg.DrainConfirmation,
 		evictionRetryInitial: cfg.EvictionRetryInitial,
 		evictionRetryMax:     cfg.EvictionRetryMax,
 		leaseNamespace:       cfg.LeaseNamespace,
@@ -154,6 +165,10 @@ func New(cfg Config) (*Activities, error) {
 	if a.pollInterval == 0 {
 		a.pollInterval = DefaultPollInterval
 	}
+	if a.drainConfirmation == 0 {
+		a.drainConfirmation = DefaultDrainConfirmation
+	}
+	a.drainConfirmation = min(a.drainConfirmation, a.pollInterval)
 	if a.evictionRetryInitial == 0 {
 		a.evictionRetryInitial = DefaultEvictionRetryInitial
 	}
