@@ -661,6 +661,11 @@ func (d *disruption) continueAsNew() error {
 	if err := workflow.Await(d.ctx, func() bool { return workflow.AllHandlersFinished(d.ctx) }); err != nil {
 		return err
 	}
+	if changed(d.ctx, changeAbsorbSignalsAfterHandlers) {
+		// Signals delivered while a handler finished (a command's end
+		// during an admission) would be lost with this run.
+		d.absorbPendingSignals()
+	}
 	next := d.input
 	state := d.state
 	if (d.triggered || d.passAfterStartDue()) && state.NextPassAt.IsZero() {

@@ -542,3 +542,62 @@ func TestPassAtConsolidateAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestContinueAsNewKeepsACommandEndDeliveredDuringAnAdmission: a command's
+// end signalled while an admission update runs at continue-as-new is in the
+// carried ledger (the command is gone from it). It was dropped with the run
+// ("Workflow has unhandled signals"), and its candidates stayed charged to
+// the budget until the command aged out: at 5,000 pods a 27-node pool's
+// scale to zero stopped there.
+func TestContinueAsNewKeepsACommandEndDeliveredDuringAnAdmission(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	var commandID string
+	passes := 0
+	admitted := make(chan activities.AdmitCommandResponse, 1)
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.Admission {
+			// The command ends (say, another admission's node went and
+			// took it over) while this admission computes.
+			h.env.SignalWorkflow(SignalCommandDone, CommandOutcome{CommandID: commandID, Result: CommandInvalidated})
+			return activities.ComputeCommandsResponse{}, nil
+		}
+		passes++
+		switch passes {
+		case 1:
+			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
+		case 2:
+			// The second pass (at once after a start) is the run's last:
+			// an admission arrives while it computes, so continue-as-new
+			// waits for the admission's handler.
+			h.env.UpdateWorkflow(UpdateAdmitCommand, "admit", &testsuite.TestUpdateCallback{
+				OnReject:   func(err error) { t.Errorf("admission rejected: %v", err) },
+				OnComplete: func(result any, err error) { r, _ := result.(activities.AdmitCommandResponse); admitted <- r },
+			}, activities.AdmitCommandRequest{DisruptionWorkflowID: DisruptionWorkflowID(testCluster), CommandID: commandID, Attempt: 1, Command: consolidation()})
+		}
+		return activities.ComputeCommandsResponse{}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		commandID = workflow.GetInfo(ctx).WorkflowExecution.ID
+		mu.Unlock()
+		return CommandOutcome{Result: CommandSucceeded}, nil
+	})
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster, PassesPerRun: 2})
+
+	select {
+	case <-admitted:
+	default:
+		t.Fatal("the admission did not finish before continue-as-new")
+	}
+	var next DisruptionInput
+	continueAsNewInput(t, h.env.GetWorkflowError(), &next)
+	if next.State == nil || next.State.Commands != 1 {
+		t.Fatalf("carried state %+v, want the one command started", next.State)
+	}
+	if len(next.State.Running) != 0 {
+		t.Errorf("carried ledger %+v, want the command that ended during the admission gone", next.State.Running)
+	}
+}

@@ -237,12 +237,24 @@ func (w *nodeLifecycle) shouldContinueAsNew() bool {
 }
 
 // continueAsNew carries the state into a new run once every message handler
-// has finished.
-func (w *nodeLifecycle) continueAsNew() error {
+// has finished. Signals delivered while it waited are taken into the state
+// first (changeAbsorbSignalsAfterHandlers): one that ends the node (a
+// disruption commit, a deleted Node) sends it to Draining instead, with no
+// error.
+func (w *nodeLifecycle) continueAsNew() (Phase, error) {
 	w.awaitNodeClaimMirror()
 	if err := workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) }); err != nil {
-		return err
+		return "", err
+	}
+	if changed(w.ctx, changeAbsorbSignalsAfterHandlers) {
+		w.absorbPendingSignals()
+		w.flushOutbox()
+		if w.terminationRequested() {
+			w.emptyTTL.stop()
+			return PhaseDraining, nil
+		}
+		w.syncEmptyTTL()
 	}
 	w.logger.Info("Continuing as new", "historyLength", workflow.GetInfo(w.ctx).GetCurrentHistoryLength())
-	return workflow.NewContinueAsNewError(w.ctx, NodeWorkflowType, w.spec, w.state)
+	return "", workflow.NewContinueAsNewError(w.ctx, NodeWorkflowType, w.spec, w.state)
 }

@@ -138,7 +138,10 @@ func (w *nodeLifecycle) run() (NodeResult, error) {
 		}
 		next := step(w)
 		if next == continueAsNewPhase {
-			return NodeResult{}, w.continueAsNew()
+			var err error
+			if next, err = w.continueAsNew(); err != nil {
+				return NodeResult{}, err
+			}
 		}
 		w.enterPhase(next)
 	}

@@ -23,8 +23,14 @@ import (
 
 // Defaults for Config's optional fields.
 const (
-	DefaultPollInterval         = 2 * time.Second
-	DefaultDrainConfirmation    = time.Second
+	DefaultPollInterval = 2 * time.Second
+	// DefaultDrainConfirmation: a healthy kube-scheduler sees a cordon
+	// within milliseconds; the second look is for one whose cache lagged
+	// (after a kube-apiserver restart in the chaos suite it bound a pod to
+	// a Node that had just looked empty). The wait is short because an
+	// empty Node in it still holds its pool's budget: at a poll interval
+	// (2 s) it was 2 s of every 2.5 s one-node round of a scale-down.
+	DefaultDrainConfirmation    = 500 * time.Millisecond
 	DefaultEvictionRetryInitial = time.Second
 	DefaultEvictionRetryMax     = 30 * time.Second
 )
