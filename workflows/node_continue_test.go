@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+
 	"github.com/millwright/millwright/activities"
 )
 
@@ -110,5 +112,34 @@ func TestNodeContinuesAsNewWithoutResettingItsDeadlines(t *testing.T) {
 				t.Errorf("phases = %v", got)
 			}
 		})
+	}
+}
+
+// A node told to go while its continue-as-new waits for the NodeClaim write
+// in flight drains in this run instead of continuing: the signal was
+// dropped with the run before (changeAbsorbSignalsAfterHandlers), and a
+// deleted Node's workflow went on as if nothing had happened.
+func TestNodeToldToGoWhileContinuingAsNewDrains(t *testing.T) {
+	const switchAt = 2 * time.Hour
+	h := newNodeHarness(t)
+	// Every NodeClaim write takes a minute, so the one a drift notice
+	// starts is still in flight when the run decides to continue as new.
+	h.env.OnActivity(activities.UpsertNodeClaimActivity, mock.Anything, mock.Anything).
+		Return(activities.UpsertNodeClaimResponse{}, nil).After(time.Minute)
+	h.at(switchAt, func() {
+		h.env.SetContinueAsNewSuggested(true)
+		h.env.SignalWorkflow(SignalDrifted, DriftNotice{Kind: "AMIDrift", Message: "AMI ami-a → ami-b"})
+	})
+	h.signal(switchAt+time.Second, SignalNodeDeleted, NodeDeleted{})
+	h.env.ExecuteWorkflow(NodeWorkflowType, nodeSpec(), (*NodeState)(nil))
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("node workflow ended with %v, want it drained and terminated for its deleted Node", err)
+	}
+	var result NodeResult
+	if err := h.env.GetWorkflowResult(&result); err != nil {
+		t.Fatal(err)
+	}
+	if result.Termination.Reason != ReasonDeleted {
+		t.Errorf("terminated for %q, want %q", result.Termination.Reason, ReasonDeleted)
 	}
 }
