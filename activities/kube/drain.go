@@ -162,7 +162,7 @@ func (d *nodeDrain) run(ctx context.Context) error {
 			return err
 		}
 		wait := d.pollInterval
-		if d.emptySeen {
+		if d.emptySeen && !d.apiServerTroubled() {
 			wait = d.drainConfirmation
 		}
 		select {
@@ -178,6 +178,7 @@ func (d *nodeDrain) run(ctx context.Context) error {
 func (d *nodeDrain) step(ctx context.Context) (bool, error) {
 	pods, err := d.podsOnNode(ctx, d.req.NodeName)
 	if err != nil {
+		d.noteAPIServerTrouble()
 		return false, err
 	}
 	now := d.clock.Now()

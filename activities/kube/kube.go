@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -27,9 +28,11 @@ const (
 	// DefaultDrainConfirmation: a healthy kube-scheduler sees a cordon
 	// within milliseconds; the second look is for one whose cache lagged
 	// (after a kube-apiserver restart in the chaos suite it bound a pod to
-	// a Node that had just looked empty). The wait is short because an
-	// empty Node in it still holds its pool's budget: at a poll interval
-	// (2 s) it was 2 s of every 2.5 s one-node round of a scale-down.
+	// a Node that had just looked empty), and after such trouble it comes
+	// a poll interval later, as it always did before. The wait is short
+	// otherwise because an empty Node in it still holds its pool's budget:
+	// at a poll interval (2 s) it was 2 s of every 2.5 s one-node round of
+	// a scale-down.
 	DefaultDrainConfirmation    = 500 * time.Millisecond
 	DefaultEvictionRetryInitial = time.Second
 	DefaultEvictionRetryMax     = 30 * time.Second
@@ -55,6 +58,8 @@ type Config struct {
 	// empty it looks again before it reports the Node drained (the second
 	// look catches a pod bound by a scheduler that had not seen the
 	// cordon yet). Default DefaultDrainConfirmation; at most PollInterval.
+	// Within a minute of the API server breaking a watch or failing a
+	// read, the second look comes a whole PollInterval later instead.
 	DrainConfirmation time.Duration
 	// EvictionRetryInitial and EvictionRetryMax bound the jittered
 	// exponential backoff between evictions of one pod refused by a
@@ -107,6 +112,9 @@ type Activities struct {
 	events               events.Recorder
 	identity             string
 	leases               leaseObservations
+	// apiTroubleAt is when (UnixNano of clock) the API server last broke
+	// the Node watch or failed a drain's read; 0 never.
+	apiTroubleAt atomic.Int64
 
 	// nodes is a shared Node informer indexed by spec.providerID. It is
 	// started on first use, so a worker that never runs a waiting activity
@@ -190,7 +198,30 @@ func New(cfg Config) (*Activities, error) {
 	if err := a.nodes.AddIndexers(cache.Indexers{providerIDIndex: indexByProviderID}); err != nil {
 		return nil, fmt.Errorf("kube activities: index Nodes by providerID: %w", err)
 	}
+	if err := a.nodes.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		a.noteAPIServerTrouble()
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, fmt.Errorf("kube activities: watch errors of the Node cache: %w", err)
+	}
 	return a, nil
+}
+
+// apiServerTroubleMemory is how long a broken watch or failed read makes
+// the API server count as recently troubled: long enough for the other
+// clients' caches (kube-scheduler's) to have caught up after a restart.
+const apiServerTroubleMemory = time.Minute
+
+// noteAPIServerTrouble records that the API server just broke a watch or
+// failed a read.
+func (a *Activities) noteAPIServerTrouble() { a.apiTroubleAt.Store(a.clock.Now().UnixNano()) }
+
+// apiServerTroubled reports trouble within apiServerTroubleMemory: then
+// other clients' caches may be stale too (kube-scheduler's, after a
+// kube-apiserver restart, bound a pod to a Node cordoned seconds before).
+func (a *Activities) apiServerTroubled() bool {
+	at := a.apiTroubleAt.Load()
+	return at != 0 && a.clock.Since(time.Unix(0, at)) < apiServerTroubleMemory
 }
 
 // Close stops the Node cache. Activities must not run after Close.
