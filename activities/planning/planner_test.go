@@ -578,3 +578,65 @@ func TestPlanHonoursMaxPlannedPods(t *testing.T) {
 		}
 	}
 }
+
+// Pending pods nominated to a Node (status.nominatedNodeName: registration
+// nominates the pods a node was launched for) take their room there when
+// they fit, as kube-scheduler counts them: they are not planned again, and
+// other pods are not placed in that room (kube-scheduler would leave them
+// pending). A nomination to a Node without room for the pod holds nothing.
+func TestPlanCountsPodsNominatedToANode(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	nodeClass := createNodeClass(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
+	for _, tc := range []struct {
+		name string
+		// fill is the cpu a pod already bound to the node requests.
+		fill string
+		// wantPlanned are the pods (by index, of three) the plans hold.
+		wantPlanned []int
+		wantPlaced  int
+	}{
+		{name: "the nominated pods keep their room; the other is planned a node", wantPlanned: []int{0}, wantPlaced: 2},
+		{name: "a nomination to a full node holds nothing", fill: "900m", wantPlanned: []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool(nodeClass).onDemandTypes("m5.large").create(t)
+			node := newNode("1", "16Gi").label(poolLabel, pool).createReady(t)
+			if tc.fill != "" {
+				newPod(ns, clustertesting.UniqueName("filler"), tc.fill, "1Gi").bindTo(node).create(t)
+			}
+			keys := createPendingPods(t, ns, pool, 3, "500m", "512Mi")
+			// The last two sort after the first, so a first fit in key
+			// order would give the node's room to the first.
+			for _, key := range keys[1:] {
+				name := key[strings.Index(key, "/")+1:]
+				pod, err := testClientset.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pod.Status.NominatedNodeName = node
+				if _, err := testClientset.CoreV1().Pods(ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: keys})
+
+			var planned []string
+			for _, spec := range plansOfPool(resp, pool) {
+				planned = append(planned, spec.PodKeys...)
+			}
+			slices.Sort(planned)
+			var want []string
+			for _, i := range tc.wantPlanned {
+				want = append(want, keys[i])
+			}
+			if !slices.Equal(planned, want) {
+				t.Errorf("planned %v, want %v", planned, want)
+			}
+			if resp.PlacedOnExisting != tc.wantPlaced {
+				t.Errorf("placed on existing %d, want %d", resp.PlacedOnExisting, tc.wantPlaced)
+			}
+		})
+	}
+}

@@ -63,9 +63,10 @@ func isReschedulable(pod *corev1.Pod) bool {
 
 // chooseBatch picks the pods this pass plans: the requested provisionable
 // pods (every provisionable pod for a resync) and the pods of disrupted
-// nodes, minus those an in-flight node already owns.
+// nodes, minus those owned: by an in-flight node, or by the Node they are
+// nominated to (see useNodes).
 func (w *world) chooseBatch(req activities.PlanRequest, pods []*corev1.Pod, byKey map[string]*corev1.Pod,
-	bound map[string][]*corev1.Pod, disrupted map[string]bool, ownedByInFlight map[string]bool) {
+	bound map[string][]*corev1.Pod, disrupted map[string]bool, owned map[string]bool) {
 	chosen := map[string]*corev1.Pod{}
 	if req.AllPending {
 		for _, pod := range pods {
@@ -92,7 +93,7 @@ func (w *world) chooseBatch(req activities.PlanRequest, pods []*corev1.Pod, byKe
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		if ownedByInFlight[key] {
+		if owned[key] {
 			w.batchInFlight = append(w.batchInFlight, key)
 			continue
 		}

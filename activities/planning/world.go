@@ -3,6 +3,7 @@ package planning
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -46,7 +47,8 @@ type world struct {
 	settled  []string
 
 	// batch are the pods to plan, sorted by key; batchInFlight are pods of
-	// the batch an in-flight node already owns (not planned again).
+	// the batch an in-flight node, or the Node they are nominated to,
+	// already owns (not planned again).
 	batch         []*corev1.Pod
 	batchInFlight []string
 
@@ -123,10 +125,14 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 
 	byKey := make(map[string]*corev1.Pod, len(pods))
 	bound := map[string][]*corev1.Pod{}
+	nominated := map[string][]*corev1.Pod{}
 	for _, pod := range pods {
 		byKey[podKey(pod)] = pod
 		if pod.Spec.NodeName != "" && !isTerminal(pod) {
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+		}
+		if node := pod.Status.NominatedNodeName; node != "" && IsProvisionable(pod) {
+			nominated[node] = append(nominated[node], pod)
 		}
 	}
 	disrupted := map[string]bool{}
@@ -134,9 +140,9 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 		disrupted[name] = true
 	}
 	registerRequestedResources(pods, w.daemonSetPods, disrupted)
-	w.useNodes(nodes, bound, disrupted)
-	ownedByInFlight := w.useInFlight(req.InFlight, nodes, byKey)
-	w.chooseBatch(req, pods, byKey, bound, disrupted, ownedByInFlight)
+	owned := w.useNodes(nodes, bound, nominated, disrupted)
+	maps.Copy(owned, w.useInFlight(req.InFlight, nodes, byKey))
+	w.chooseBatch(req, pods, byKey, bound, disrupted, owned)
 	return w, nil
 }
 
