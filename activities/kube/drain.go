@@ -140,12 +140,12 @@ type nodeDrain struct {
 	// tried again.
 	backoff *flowcontrol.Backoff
 	// emptySeen is set by the first pass that found no drainable pod. The
-	// Node is drained only when the next pass, DrainConfirmation later,
-	// agrees: a
-	// scheduler whose cache missed the cordon (seen after a kube-apiserver
-	// restart in the chaos suite) can still bind a pod to the Node just
-	// after it looked empty, and terminating the instance then would take
-	// that pod down without an eviction, past its PDB.
+	// Node is drained only when the next pass, DrainConfirmation later
+	// (see run), agrees: a scheduler whose cache missed the cordon (seen
+	// after a kube-apiserver restart in the chaos suite) can still bind a
+	// pod to the Node just after it looked empty, and terminating the
+	// instance then would take that pod down without an eviction, past
+	// its PDB.
 	emptySeen bool
 }
 
