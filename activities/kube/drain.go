@@ -178,7 +178,9 @@ func (d *nodeDrain) run(ctx context.Context) error {
 func (d *nodeDrain) step(ctx context.Context) (bool, error) {
 	pods, err := d.podsOnNode(ctx, d.req.NodeName)
 	if err != nil {
-		d.noteAPIServerTrouble()
+		if ctx.Err() == nil { // a cancelled activity is no API server trouble
+			d.noteAPIServerTrouble()
+		}
 		return false, err
 	}
 	now := d.clock.Now()
