@@ -176,7 +176,16 @@ func (d *nodeDrain) run(ctx context.Context) error {
 // step is one pass over the Node's pods: deadline deletions, then evictions
 // of the current group. It reports done when no drainable pod is left.
 func (d *nodeDrain) step(ctx context.Context) (bool, error) {
-	pods, err := d.podsOnNode(ctx, d.req.NodeName)
+	// The passes that evict and wait read the API server's watch cache; the
+	// one that confirms an empty Node reads consistently, so a pod bound a
+	// moment ago is seen before the instance goes. At 5,000 pods each
+	// consistent read of a draining Node's pods cost the API server a read
+	// of every pod from etcd, every poll, for every draining Node.
+	list := d.recentPodsOnNode
+	if d.emptySeen {
+		list = d.podsOnNode
+	}
+	pods, err := list(ctx, d.req.NodeName)
 	if err != nil {
 		if ctx.Err() == nil { // a cancelled activity is no API server trouble
 			d.noteAPIServerTrouble()

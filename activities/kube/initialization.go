@@ -53,7 +53,7 @@ func (a *Activities) WaitForInitialization(ctx context.Context, req activities.W
 	if err := a.labelInitialized(ctx, req.NodeName); err != nil {
 		return activities.WaitForInitializationResponse{}, err
 	}
-	pods, err := a.podsOnNode(ctx, req.NodeName)
+	pods, err := a.recentPodsOnNode(ctx, req.NodeName)
 	if err != nil {
 		return activities.WaitForInitializationResponse{}, err
 	}

@@ -483,7 +483,9 @@ func (a *Activities) nominate(ctx context.Context, req activities.UpsertNodeClai
 		if !ok {
 			continue
 		}
-		pod, err := a.clientset.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		// From the watch cache (resourceVersion "0"): an event needs the
+		// pod's UID, not a read from etcd for every pod of every launch.
+		pod, err := a.clientset.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 		if err != nil || pod.Spec.NodeName != "" {
 			continue
 		}

@@ -189,7 +189,7 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 		switch {
 		case pod.Spec.NodeName != "" && !isTerminal(pod):
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
-		case IsProvisionable(pod):
+		case IsProvisionable(pod, w.now):
 			in.PendingPods = append(in.PendingPods, pod)
 		}
 	}

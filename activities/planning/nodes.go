@@ -191,7 +191,7 @@ func (w *world) useInFlight(entries []activities.InFlightNode, nodes []*corev1.N
 			owned[key] = true
 			// Its room is taken by its pods still waiting for it: pending
 			// ones, and those of a node going away (a replacement).
-			if pod, ok := byKey[key]; ok && (IsProvisionable(pod) || w.going[pod.Spec.NodeName] && isReschedulable(pod)) {
+			if pod, ok := byKey[key]; ok && (awaitsNode(pod) || w.going[pod.Spec.NodeName] && isReschedulable(pod)) {
 				pods = append(pods, pod)
 			}
 		}

@@ -106,6 +106,23 @@ func New(cfg Config) (*Planner, error) {
 	return p, nil
 }
 
+// launchOrder is the order in which a pass fills its plans (at most
+// MaxNodePlans, MaxPlanBytes and the in-flight room): the nodes carrying the
+// most pods first, in the packer's order among equals. The plans a pass
+// cannot take are deferred and packed again with the next batch; taking the
+// packer's first nodes instead launched, pass after pass, the small nodes it
+// happened to open first for the largest pods. At 5,000 pods created at once
+// that was 415 nodes of 4 pods (574 in all, where batches of the scheduler's
+// pace had made 216 to 279).
+func launchOrder(nodes []packer.NodePlan) []int {
+	order := make([]int, len(nodes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return len(nodes[b].Pods) - len(nodes[a].Pods) })
+	return order
+}
+
 // Plan reads the cluster, packs the batch's pods onto existing, in-flight
 // and new nodes, and returns a launch spec per new node, plus the empty
 // nodes that bring each NodePool up to its minNodes. It only reads, so a
@@ -152,10 +169,11 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		maxPlans = len(result.NewNodes) + w.totalMinNodes()
 	}
 	deferredNodes := map[string]bool{}
-	plannedPods, planBytes := 0, 0
-	for i := range result.NewNodes {
+	plans, plannedPods, planBytes := 0, 0, 0
+	launched := make([]*activities.NodeLaunchSpec, len(result.NewNodes))
+	for _, i := range launchOrder(result.NewNodes) {
 		plan := &result.NewNodes[i]
-		full := len(resp.Plans) >= maxPlans || planBytes >= activities.MaxPlanBytes ||
+		full := plans >= maxPlans || planBytes >= activities.MaxPlanBytes ||
 			req.MaxPlannedPods != 0 && plannedPods+len(plan.Pods) > max(req.MaxPlannedPods, 0)
 		if full {
 			for _, pod := range plan.Pods {
@@ -171,9 +189,15 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		spec := w.launchSpec(cluster, pool, plan, p.registrationTimeout)
 		pool.planned++
 		pool.addUsage(pool.typeByName[plan.InstanceType])
-		resp.Plans = append(resp.Plans, spec)
+		launched[i] = &spec
+		plans++
 		plannedPods += len(plan.Pods)
 		planBytes += encodedSize(spec)
+	}
+	for _, spec := range launched { // in the packer's order
+		if spec != nil {
+			resp.Plans = append(resp.Plans, *spec)
+		}
 	}
 	slices.Sort(resp.Deferred)
 	if len(resp.Deferred) > activities.MaxDeferredReported {

@@ -103,7 +103,7 @@ func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
 	pod := newPod(ns, "unplaceable", "1", "1Gi").selectPool(pool).defaultScheduler().create(t)
 	clustertesting.Eventually(t, time.Minute, "kube-scheduler marks the pod Unschedulable", func(ctx context.Context) (bool, error) {
 		live, err := testClientset.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && IsProvisionable(live), err
+		return err == nil && isUnbound(live) && failedToSchedule(live), err
 	})
 
 	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: []string{ns + "/" + pod.Name}})

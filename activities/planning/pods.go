@@ -3,6 +3,7 @@ package planning
 import (
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -37,21 +38,88 @@ func isMirrorPod(pod *corev1.Pod) bool {
 	return ok
 }
 
-// IsProvisionable reports whether a pod is one Millwright provisions for:
-// the scheduler found no node for it (PodScheduled=False, reason
-// Unschedulable), it is not bound, not owned by a DaemonSet (those follow
-// nodes, they do not cause them), not a mirror pod and not terminating. The
-// worker's pod watcher uses the same rule to decide what to signal.
-func IsProvisionable(pod *corev1.Pod) bool {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || isTerminal(pod) || isDaemonSetPod(pod) || isMirrorPod(pod) {
+// SchedulerGrace is how long a pod may wait for kube-scheduler's first look
+// before Millwright plans for it anyway. Karpenter provisions only for pods
+// the scheduler marked Unschedulable, and so did Millwright; but a scheduler
+// handed thousands of pods at once looks at each in turn (about 20 a second
+// on a loaded 2-core control plane, each failure a synchronous status
+// write), so the 5,000th pod of a burst was first marked after minutes, and
+// its node was planned only then. A healthy scheduler looks at a new pod
+// within milliseconds, so a pod still unlooked-at after this grace is one
+// the scheduler is behind on, and planning it costs nothing the planner
+// does not already guard: it places pods on existing and in-flight room
+// first, as the scheduler would, and launches only for the rest.
+const SchedulerGrace = 5 * time.Second
+
+// IsProvisionable reports whether a pod is one Millwright provisions for at
+// now: an unbound pod (see isUnbound) that the scheduler found no node for
+// (PodScheduled=False, reason Unschedulable) or that kube-scheduler has not
+// looked at for SchedulerGrace (see isOverlooked). The worker's pod watcher
+// uses the same rule to decide what to signal.
+func IsProvisionable(pod *corev1.Pod, now time.Time) bool {
+	return isUnbound(pod) && (failedToSchedule(pod) || isOverlooked(pod, now))
+}
+
+// isUnbound reports a pod waiting for a node: not bound, not owned by a
+// DaemonSet (those follow nodes, they do not cause them), not a mirror pod,
+// not terminating and not finished.
+func isUnbound(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && !isTerminal(pod) && !isDaemonSetPod(pod) && !isMirrorPod(pod)
+}
+
+// failedToSchedule reports the scheduler's verdict that no node fits.
+func failedToSchedule(pod *corev1.Pod) bool {
+	condition, ok := podScheduled(pod)
+	return ok && condition.Status == corev1.ConditionFalse && condition.Reason == corev1.PodReasonUnschedulable
+}
+
+// isOverlooked reports a pod of the default scheduler that has waited
+// SchedulerGrace since its creation without any PodScheduled condition: not
+// gated (the API server marks gated pods SchedulingGated at creation), not
+// nominated to a node, not yet looked at. Pods of other schedulers wait for
+// their scheduler's verdict: Millwright cannot know how far behind it is.
+func isOverlooked(pod *corev1.Pod, now time.Time) bool {
+	return overlookedSince(pod) && !now.Before(pod.CreationTimestamp.Add(SchedulerGrace))
+}
+
+// overlookedSince reports a pod that becomes overlooked once SchedulerGrace
+// has passed since its creation (see isOverlooked).
+func overlookedSince(pod *corev1.Pod) bool {
+	if _, ok := podScheduled(pod); ok || len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" {
 		return false
 	}
+	return pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName
+}
+
+// OverlookedAt is when an unbound pod kube-scheduler has not looked at yet
+// becomes provisionable, and false for any other pod; the pod watcher looks
+// at the pod again then.
+func OverlookedAt(pod *corev1.Pod) (time.Time, bool) {
+	if !isUnbound(pod) || !overlookedSince(pod) {
+		return time.Time{}, false
+	}
+	return pod.CreationTimestamp.Add(SchedulerGrace), true
+}
+
+// awaitsNode reports an unbound pod that a node may be on its way for: not
+// gated, and either not looked at yet or found no node. A pod nominated to a
+// Node, or planned for an in-flight one, holds its room there while it
+// awaits it, whether or not the scheduler has looked at it yet.
+func awaitsNode(pod *corev1.Pod) bool {
+	if !isUnbound(pod) || len(pod.Spec.SchedulingGates) > 0 {
+		return false
+	}
+	_, looked := podScheduled(pod)
+	return !looked || failedToSchedule(pod)
+}
+
+func podScheduled(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+			return c, true
 		}
 	}
-	return false
+	return corev1.PodCondition{}, false
 }
 
 // isReschedulable reports a pod on a disrupted node that must find room
@@ -70,13 +138,13 @@ func (w *world) chooseBatch(req activities.PlanRequest, pods []*corev1.Pod, byKe
 	chosen := map[string]*corev1.Pod{}
 	if req.AllPending {
 		for _, pod := range pods {
-			if IsProvisionable(pod) {
+			if IsProvisionable(pod, w.now) {
 				chosen[podKey(pod)] = pod
 			}
 		}
 	}
 	for _, key := range req.PodKeys {
-		if pod, ok := byKey[key]; ok && IsProvisionable(pod) {
+		if pod, ok := byKey[key]; ok && IsProvisionable(pod, w.now) {
 			chosen[key] = pod
 		}
 	}

@@ -1,12 +1,15 @@
 package planning
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/packer"
 	"github.com/millwright/millwright/model/scheduling"
 )
 
@@ -16,16 +19,41 @@ import (
 func TestIsProvisionable(t *testing.T) {
 	unschedulable := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}
 	controller := true
+	created := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	graceOver := created.Add(SchedulerGrace)
+	notLookedAt := func(p *corev1.Pod) { p.Status.Conditions = nil }
 	cases := []struct {
 		name string
 		pod  func(*corev1.Pod)
+		now  time.Time // created when zero
 		want bool
 	}{
 		{name: "the scheduler found no node", want: true},
-		{name: "not looked at by a scheduler yet", pod: func(p *corev1.Pod) { p.Status.Conditions = nil }},
-		{name: "waiting on a scheduling gate", pod: func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }},
+		{name: "not looked at by the scheduler yet, within its grace", pod: notLookedAt, now: graceOver.Add(-time.Millisecond)},
+		{name: "not looked at by the scheduler for its grace", pod: notLookedAt, now: graceOver, want: true},
+		{name: "not looked at by the default scheduler named", now: graceOver, want: true, pod: func(p *corev1.Pod) {
+			notLookedAt(p)
+			p.Spec.SchedulerName = corev1.DefaultSchedulerName
+		}},
+		{name: "not looked at by another scheduler", now: graceOver.Add(time.Hour), pod: func(p *corev1.Pod) {
+			notLookedAt(p)
+			p.Spec.SchedulerName = "batch-scheduler"
+		}},
+		{name: "not looked at, nominated to a node", now: graceOver, pod: func(p *corev1.Pod) {
+			notLookedAt(p)
+			p.Status.NominatedNodeName = "node-1"
+		}},
+		{name: "not looked at, gated", now: graceOver, pod: func(p *corev1.Pod) {
+			notLookedAt(p)
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
+		}},
+		{name: "waiting on a scheduling gate", now: graceOver, pod: func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }},
 		{name: "scheduled", pod: func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionTrue }},
 		{name: "bound, condition not updated yet", pod: func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }},
+		{name: "bound, never looked at", now: graceOver, pod: func(p *corev1.Pod) {
+			notLookedAt(p)
+			p.Spec.NodeName = "node-1"
+		}},
 		{name: "owned by a DaemonSet", pod: func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", Controller: &controller}}
 		}},
@@ -39,16 +67,32 @@ func TestIsProvisionable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", CreationTimestamp: metav1.NewTime(created)},
 				Status:     corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{unschedulable}},
 			}
 			if tc.pod != nil {
 				tc.pod(pod)
 			}
-			if got := IsProvisionable(pod); got != tc.want {
+			now := tc.now
+			if now.IsZero() {
+				now = created
+			}
+			if got := IsProvisionable(pod, now); got != tc.want {
 				t.Fatalf("IsProvisionable = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestOverlookedAt(t *testing.T) {
+	created := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", CreationTimestamp: metav1.NewTime(created)}}
+	if at, ok := OverlookedAt(pod); !ok || !at.Equal(created.Add(SchedulerGrace)) {
+		t.Fatalf("OverlookedAt = %v, %v; want %v, true", at, ok, created.Add(SchedulerGrace))
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	if _, ok := OverlookedAt(pod); ok {
+		t.Fatal("a pod the scheduler looked at has no overlooked time")
 	}
 }
 
@@ -131,5 +175,25 @@ func TestFormatResources(t *testing.T) {
 				t.Fatalf("formatResources = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A pass that cannot take every plan fills up with the nodes carrying the
+// most pods, the packer's order kept among equals.
+func TestLaunchOrderTakesTheFullestNodesFirst(t *testing.T) {
+	withPods := func(name string, n int) packer.NodePlan {
+		plan := packer.NodePlan{Name: name}
+		for range n {
+			plan.Pods = append(plan.Pods, &corev1.Pod{})
+		}
+		return plan
+	}
+	nodes := []packer.NodePlan{withPods("a", 4), withPods("b", 42), withPods("c", 4), withPods("d", 9), withPods("min-nodes", 0)}
+	var got []string
+	for _, i := range launchOrder(nodes) {
+		got = append(got, nodes[i].Name)
+	}
+	if want := []string{"b", "d", "a", "c", "min-nodes"}; !slices.Equal(got, want) {
+		t.Fatalf("launch order %v, want %v", got, want)
 	}
 }

@@ -131,7 +131,7 @@ func (p *Planner) observe(ctx context.Context, req activities.PlanRequest) (*wor
 		if pod.Spec.NodeName != "" && !isTerminal(pod) {
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
-		if node := pod.Status.NominatedNodeName; node != "" && IsProvisionable(pod) {
+		if node := pod.Status.NominatedNodeName; node != "" && awaitsNode(pod) {
 			nominated[node] = append(nominated[node], pod)
 		}
 	}
@@ -360,7 +360,7 @@ func daemonSetPods(daemonSets []*appsv1.DaemonSet) []*corev1.Pod {
 // tracked is reported by the packer.
 func registerRequestedResources(pods, daemonSetPods []*corev1.Pod, disrupted map[string]bool) {
 	for _, pod := range pods {
-		if IsProvisionable(pod) || disrupted[pod.Spec.NodeName] {
+		if awaitsNode(pod) || disrupted[pod.Spec.NodeName] {
 			_, _ = scheduling.EffectiveRequests(pod)
 		}
 	}

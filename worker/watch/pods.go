@@ -74,8 +74,8 @@ type PodWatcher struct {
 // NewPodWatcher registers its handlers on the factory's pod and node
 // informers; start the factory, then Run.
 func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisioner, c clock.PassiveClock, logger *zap.Logger) (*PodWatcher, error) {
-	// The node-count queue's delay runs on c when c can tick (a fake clock
-	// in tests).
+	// The queues' delays (a node's pod count, the end of a pod's
+	// scheduler grace) run on c when c can tick (a fake clock in tests).
 	queueClock, _ := c.(clock.WithTicker)
 	w := &PodWatcher{
 		provisioner: provisioner,
@@ -86,7 +86,7 @@ func NewPodWatcher(factory informers.SharedInformerFactory, provisioner Provisio
 		pods:        factory.Core().V1().Pods().Informer(),
 		nodes:       factory.Core().V1().Nodes().Informer(),
 		pending: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "provisionable-pods"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "provisionable-pods", Clock: queueClock}),
 		nodeCounts: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-pod-counts", Clock: queueClock}),
 		reported: map[string]int{},
@@ -122,8 +122,12 @@ func (w *PodWatcher) onPod(old, obj any) {
 	if !ok {
 		return
 	}
-	if planning.IsProvisionable(pod) {
+	now := w.clock.Now()
+	if planning.IsProvisionable(pod, now) {
 		w.pending.Add(cache.MetaObjectToName(pod).String())
+	} else if at, ok := planning.OverlookedAt(pod); ok {
+		// No event marks the end of the scheduler's grace: look again then.
+		w.pending.AddAfter(cache.MetaObjectToName(pod).String(), at.Sub(now))
 	}
 	if pod.Spec.NodeName != "" {
 		w.nodeCounts.AddAfter(pod.Spec.NodeName, nodeCountDelay)
@@ -169,6 +173,10 @@ func (w *PodWatcher) runPending(ctx context.Context) {
 			}
 			keys = append(keys, key)
 		}
+		keys = w.stillProvisionable(keys)
+		if len(keys) == 0 {
+			continue
+		}
 		slices.Sort(keys)
 		err := w.provisioner.Signal(ctx, workflows.SignalPodsPending, workflows.PodsPending{PodKeys: keys})
 		for _, key := range keys {
@@ -185,6 +193,24 @@ func (w *PodWatcher) runPending(ctx context.Context) {
 			w.logger.Debug("signalled provisionable pods", zap.Int("pods", len(keys)))
 		}
 	}
+}
+
+// stillProvisionable drops, and marks done, the keys of pods that are no
+// longer provisionable: gone, or bound since they were queued (a pod queued
+// for the end of the scheduler's grace is often scheduled before it).
+func (w *PodWatcher) stillProvisionable(keys []string) []string {
+	now := w.clock.Now()
+	kept := keys[:0]
+	for _, key := range keys {
+		obj, exists, err := w.pods.GetIndexer().GetByKey(key)
+		if err == nil && (!exists || !planning.IsProvisionable(obj.(*corev1.Pod), now)) {
+			w.pending.Forget(key)
+			w.pending.Done(key)
+			continue
+		}
+		kept = append(kept, key)
+	}
+	return kept
 }
 
 // sleep waits d (nothing when d ≤ 0) on the watcher's clock when it can
