@@ -57,10 +57,14 @@ const SchedulerGrace = time.Minute
 // IsProvisionable reports whether a pod is one Millwright provisions for at
 // now: an unbound pod (see isUnbound) that the scheduler found no node for
 // (PodScheduled=False, reason Unschedulable) or that kube-scheduler has not
-// looked at for SchedulerGrace (see isOverlooked). The worker's pod watcher
+// looked at for SchedulerGrace (see OverlookedAt). The worker's pod watcher
 // uses the same rule to decide what to signal.
 func IsProvisionable(pod *corev1.Pod, now time.Time) bool {
-	return isUnbound(pod) && (failedToSchedule(pod) || isOverlooked(pod, now))
+	if failedToSchedule(pod) {
+		return isUnbound(pod)
+	}
+	at, ok := OverlookedAt(pod)
+	return ok && !now.Before(at)
 }
 
 // isUnbound reports a pod waiting for a node: not bound, not owned by a
@@ -76,29 +80,17 @@ func failedToSchedule(pod *corev1.Pod) bool {
 	return ok && condition.Status == corev1.ConditionFalse && condition.Reason == corev1.PodReasonUnschedulable
 }
 
-// isOverlooked reports a pod of the default scheduler that has waited
-// SchedulerGrace since its creation without any PodScheduled condition: not
-// gated (the API server marks gated pods SchedulingGated at creation), not
-// nominated to a node, not yet looked at. Pods of other schedulers wait for
-// their scheduler's verdict: Millwright cannot know how far behind it is.
-func isOverlooked(pod *corev1.Pod, now time.Time) bool {
-	return overlookedSince(pod) && !now.Before(pod.CreationTimestamp.Add(SchedulerGrace))
-}
-
-// overlookedSince reports a pod that becomes overlooked once SchedulerGrace
-// has passed since its creation (see isOverlooked).
-func overlookedSince(pod *corev1.Pod) bool {
-	if _, ok := podScheduled(pod); ok || len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" {
-		return false
-	}
-	return pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName
-}
-
-// OverlookedAt is when an unbound pod kube-scheduler has not looked at yet
-// becomes provisionable, and false for any other pod; the pod watcher looks
-// at the pod again then.
+// OverlookedAt is when an unbound pod of the default scheduler that has no
+// PodScheduled condition becomes provisionable (SchedulerGrace after its
+// creation), and false for any other pod; the pod watcher looks at the pod
+// again then. Gated pods (the API server marks them SchedulingGated at
+// creation) and pods nominated to a node are not overlooked; pods of other
+// schedulers wait for their scheduler's verdict, since Millwright cannot
+// know how far behind it is.
 func OverlookedAt(pod *corev1.Pod) (time.Time, bool) {
-	if !isUnbound(pod) || !overlookedSince(pod) {
+	_, looked := podScheduled(pod)
+	if looked || !isUnbound(pod) || len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" ||
+		pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
 		return time.Time{}, false
 	}
 	return pod.CreationTimestamp.Add(SchedulerGrace), true
