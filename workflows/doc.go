@@ -50,7 +50,7 @@
 //     commit them (one file per path: every way out of Ready, continue-as-
 //     new, budget refusal, cancellation, ...):
 //
-//     go test -tags recordhistories -run TestRecordHistories ./workflows/ -args -release=v0.5
+//     go test -tags recordhistories -run TestRecordHistories ./workflows/ -args -release=v0.6
 //
 //  5. An old branch (and the ids and testdata/<release>/ that need it) is
 //     removed only once no workflow of that release can still be open:
