@@ -29,6 +29,9 @@ type CommandInput struct {
 	// disruption workflow to admit it (UpdateAdmitCommand) instead of
 	// validating on its own (changeAdmitAtCommit).
 	Admission bool `json:"admission,omitempty"`
+	// Admitted: the pass that decided the command admitted it
+	// (changeEmptyAdmittedAtStart); it asks for no admission.
+	Admitted bool `json:"admitted,omitempty"`
 }
 
 // Admission's pace: a command the budgets cannot take yet asks again when
@@ -136,7 +139,10 @@ func (c *command) run() CommandOutcome {
 		c.markCandidates(true)
 	}
 	validate := c.validate
-	if c.admits() {
+	switch {
+	case c.admits() && c.input.Admitted:
+		validate = c.admittedAtStart
+	case c.admits():
 		validate = c.admit
 	}
 	why := c.takenOverAfter(c.input.ValidationDelay)
@@ -278,6 +284,16 @@ func (c *command) validate() string {
 		return why
 	}
 	c.decide("Validated after %s", formatDuration(c.input.ValidationDelay))
+	return ""
+}
+
+// admittedAtStart: the pass that decided the command admitted it with the
+// budget it charged; only a candidate taken over since stops it.
+func (c *command) admittedAtStart() string {
+	if why := c.takenOver(); why != "" {
+		return why
+	}
+	c.decide("Admitted by the pass that decided it")
 	return ""
 }
 
@@ -475,14 +491,18 @@ func (c *command) replacementFailed() string {
 
 // commit tells every candidate to go and waits until each is gone.
 func (c *command) commit() {
-	for _, claim := range c.candidateClaims() {
-		if c.nodes[claim] == NodeEventTerminated {
-			continue
-		}
-		err := workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit, CommandSignal{CommandID: c.id}).Get(c.ctx, nil)
-		if err != nil {
-			// The node workflow is gone: so is the node.
-			c.record(CommandNodeEvent{NodeClaimName: claim, Kind: NodeEventTerminated, Detail: "node workflow gone: " + err.Error()})
+	if changed(c.ctx, changeCommitTogether) {
+		c.commitTogether()
+	} else {
+		for _, claim := range c.candidateClaims() {
+			if c.nodes[claim] == NodeEventTerminated {
+				continue
+			}
+			err := workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit, CommandSignal{CommandID: c.id}).Get(c.ctx, nil)
+			if err != nil {
+				// The node workflow is gone: so is the node.
+				c.record(CommandNodeEvent{NodeClaimName: claim, Kind: NodeEventTerminated, Detail: "node workflow gone: " + err.Error()})
+			}
 		}
 	}
 	c.logger.Info("Disrupting candidates", "candidates", c.candidateClaims())
@@ -495,6 +515,25 @@ func (c *command) commit() {
 		}
 		return true
 	}, nil)
+}
+
+// commitTogether tells every candidate still there to go, all at once,
+// then takes the answers: a node workflow that is gone is a node gone.
+func (c *command) commitTogether() {
+	var claims []string
+	var sent []workflow.Future
+	for _, claim := range c.candidateClaims() {
+		if c.nodes[claim] == NodeEventTerminated {
+			continue
+		}
+		claims = append(claims, claim)
+		sent = append(sent, workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit, CommandSignal{CommandID: c.id}))
+	}
+	for i, f := range sent {
+		if err := f.Get(c.ctx, nil); err != nil {
+			c.record(CommandNodeEvent{NodeClaimName: claims[i], Kind: NodeEventTerminated, Detail: "node workflow gone: " + err.Error()})
+		}
+	}
 }
 
 // release frees the reserved candidates.

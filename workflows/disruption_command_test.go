@@ -371,3 +371,56 @@ func TestRefusedAdmissionReleasesTheCandidates(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyCommandAdmittedAtStart: an Empty command the pass admitted
+// (changeEmptyAdmittedAtStart) asks for no admission and validates nothing
+// itself: it reserves, marks, tells every candidate to go
+// (changeCommitTogether) and succeeds once each is gone.
+func TestEmptyCommandAdmittedAtStart(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	commandWorld{}.register(h)
+	asked := admissionWorld(h, activities.AdmitCommandResponse{Busy: true, Why: "must not be asked"})
+	sent := captureSignals(h)
+	cmd := activities.DisruptionCommand{Reason: modeldisruption.ReasonEmpty, Kind: modeldisruption.KindDelete, Message: "Empty: 3 nodes",
+		Candidates: []activities.DisruptionCandidate{
+			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
+			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
+			{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
+		}}
+	for i, claim := range []string{"default-aaaa", "default-bbbb", "default-cccc"} {
+		nodeEvent(h, time.Duration(i+1)*time.Second, claim, NodeEventTerminated)
+	}
+	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
+		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
+		ReplacementTimeout: 10 * time.Minute, Admission: true, Admitted: true,
+	})
+	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+		t.Fatalf("command workflow did not succeed: %v", h.env.GetWorkflowError())
+	}
+	var outcome CommandOutcome
+	if err := h.env.GetWorkflowResult(&outcome); err != nil || outcome.Result != CommandSucceeded {
+		t.Fatalf("outcome %+v (%v), want Succeeded", outcome, err)
+	}
+	if len(*asked) != 0 {
+		t.Errorf("asked to be admitted %d time(s), want none", len(*asked))
+	}
+	if n := len(h.rec.calls(activities.ComputeCommandsActivity)); n != 0 {
+		t.Errorf("validated %d time(s) on its own, want none", n)
+	}
+	var committed []string
+	for _, s := range sent.named(SignalDisruptionCommit) {
+		committed = append(committed, s.workflowID)
+	}
+	want := []string{NodeWorkflowID(testCluster, "default-aaaa"), NodeWorkflowID(testCluster, "default-bbbb"), NodeWorkflowID(testCluster, "default-cccc")}
+	if !slices.Equal(committed, want) {
+		t.Errorf("committed %v, want %v", committed, want)
+	}
+	var marks []string
+	for _, call := range h.rec.calls(activities.MarkDisruptionActivity) {
+		mark := call.(*activities.MarkDisruptionRequest)
+		marks = append(marks, fmt.Sprintf("candidate=%v disrupted=%v", mark.Candidate, mark.Disrupted))
+	}
+	if !slices.Equal(marks, []string{"candidate=false disrupted=true"}) {
+		t.Errorf("marks %v, want the disrupted taint only", marks)
+	}
+}

@@ -572,13 +572,19 @@ func (d *disruption) startCommand(command activities.DisruptionCommand) (string,
 		Options:              d.input.Options,
 		Admission:            changed(d.ctx, changeAdmitAtCommit),
 	}
+	if input.Admission && input.ValidationDelay == 0 && command.Reason == modeldisruption.ReasonEmpty &&
+		changed(d.ctx, changeEmptyAdmittedAtStart) {
+		// The pass decided it within its budget a moment ago: asking again
+		// would decide the same, one round trip later.
+		input.Admitted = true
+	}
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(d.ctx, options), DisruptionCommandWorkflowType, input)
 	if err := child.GetChildWorkflowExecution().Get(d.ctx, nil); err != nil {
 		d.logger.Error("Could not start a disruption command", "command", id, "error", err)
 		return "", false
 	}
 	running := RunningCommand{ID: id, Reason: string(command.Reason), Kind: string(command.Kind), Message: command.Message,
-		Started: workflow.Now(d.ctx), AdmitsAtCommit: input.Admission}
+		Started: workflow.Now(d.ctx), AdmitsAtCommit: input.Admission, Admitted: input.Admitted}
 	for _, candidate := range command.Candidates {
 		running.Candidates = append(running.Candidates, candidate.NodeClaimName)
 	}

@@ -342,15 +342,18 @@ func TestAdmissionValidatesAgainstTheLedger(t *testing.T) {
 		// candidates; every admitted command's are held reserved,
 		// charged, until they are gone (see ledgerRequest).
 		committed bool
+		input     DisruptionInput
 	}{
 		{name: "consolidation", command: consolidation()},
-		{name: "empty", command: empty},
+		// An Empty command asks for admission only when it has a
+		// validation delay (changeEmptyAdmittedAtStart).
+		{name: "empty with a validation delay", command: empty, input: DisruptionInput{EmptyValidationDelay: 5 * time.Second}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testAdmission(t, tc.command, tc.committed) })
+		t.Run(tc.name, func(t *testing.T) { testAdmission(t, tc.command, tc.committed, tc.input) })
 	}
 }
 
-func testAdmission(t *testing.T, command activities.DisruptionCommand, committed bool) {
+func testAdmission(t *testing.T, command activities.DisruptionCommand, committed bool, input DisruptionInput) {
 	h := newHarness(t, DisruptionWorkflowID(testCluster))
 	var mu sync.Mutex
 	var passes, admissions []activities.ComputeCommandsRequest
@@ -402,7 +405,8 @@ func testAdmission(t *testing.T, command activities.DisruptionCommand, committed
 	admit(25*time.Second, func() string { return "admitted" }, commandID, 2)
 	admit(30*time.Second, func() string { return "unknown" }, func() string { return "disruption/c1/command-0-99" }, 1)
 	h.at(10*time.Minute, func() { h.env.CancelWorkflow() })
-	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+	input.Cluster = testCluster
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, input)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -599,5 +603,59 @@ func TestContinueAsNewKeepsACommandEndDeliveredDuringAnAdmission(t *testing.T) {
 	}
 	if len(next.State.Running) != 0 {
 		t.Errorf("carried ledger %+v, want the command that ended during the admission gone", next.State.Running)
+	}
+}
+
+// TestEmptyCommandIsAdmittedByItsPass: an Empty command without a
+// validation delay is admitted by the pass that decided it
+// (changeEmptyAdmittedAtStart): its input says so and the next pass charges
+// its candidates (reserved); a consolidation decided in the same pass still
+// waits for its admission (validating).
+func TestEmptyCommandIsAdmittedByItsPass(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	var requests []activities.ComputeCommandsRequest
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		requests = append(requests, req)
+		if len(requests) > 1 {
+			return activities.ComputeCommandsResponse{}, nil
+		}
+		empty := consolidation()
+		empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
+		empty.Candidates = []activities.DisruptionCandidate{{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"}}
+		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{empty, consolidation()}}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	var started []CommandInput
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(_ workflow.Context, input CommandInput) (CommandOutcome, error) {
+		mu.Lock()
+		started = append(started, input)
+		mu.Unlock()
+		return CommandOutcome{Result: CommandSucceeded}, nil
+	})
+	h.at(time.Minute, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != 2 || len(requests) < 2 {
+		t.Fatalf("%d command(s) started and %d pass(es), want the Empty one and the consolidation, then another pass", len(started), len(requests))
+	}
+	if !started[0].Admission || !started[0].Admitted {
+		t.Errorf("Empty command input: Admission %v, Admitted %v; want admitted by its pass", started[0].Admission, started[0].Admitted)
+	}
+	if !started[1].Admission || started[1].Admitted {
+		t.Errorf("consolidation input: Admission %v, Admitted %v; want it to ask for admission", started[1].Admission, started[1].Admitted)
+	}
+	held := map[string]activities.DisruptionNodeState{}
+	for _, n := range requests[1].Nodes {
+		held[n.NodeClaimName] = n
+	}
+	if n := held["default-cccc"]; !n.Reserved || n.Validating {
+		t.Errorf("next pass told %+v about the Empty candidate, want it reserved (charged)", n)
+	}
+	if n := held["default-aaaa"]; n.Reserved || !n.Validating {
+		t.Errorf("next pass told %+v about a consolidation candidate, want it validating", n)
 	}
 }

@@ -227,6 +227,21 @@ const (
 	// held a 27-node pool's Empty budget at 0 until the commands aged out
 	// (12 h). The provisioner has no update handler, so no such wait.
 	changeAbsorbSignalsAfterHandlers changeID = "absorb-signals-after-handlers"
+	// changeCommitTogether (disruption_command.go commit): a command
+	// signals SignalDisruptionCommit to all its candidates at once and
+	// then waits for the answers, instead of one candidate after the
+	// other (~100 ms each: a 7-node command's last node started draining
+	// 0.6 s after its first, and the budget it held waited for it).
+	changeCommitTogether changeID = "commit-together"
+	// changeEmptyAdmittedAtStart (disruption_workflow.go startCommand): an
+	// Empty command with no validation delay is admitted by the pass that
+	// decided it (CommandInput.Admitted; charged to the budget at once,
+	// as the pass's budget allowed it), instead of asking for admission
+	// (UpdateAdmitCommand and a second ComputeCommands) a moment later.
+	// Before, each wave of a scale-down waited for that round trip, and a
+	// pass could decide Empty commands for budget still held by commands
+	// waiting to be admitted, which its admission then refused.
+	changeEmptyAdmittedAtStart changeID = "empty-admitted-at-start"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
