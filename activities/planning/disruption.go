@@ -184,6 +184,9 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	}
 	registerRequestedResources(pods, w.daemonSetPods, all)
 	in := disruption.Input{Now: w.now, DaemonSetPods: w.daemonSetPods, Options: disruptionOptions(req)}
+	// awaited are the Nodes that unbound pods are nominated to: their room
+	// is spoken for until the scheduler binds them (see below).
+	awaited := map[string]bool{}
 	for _, pod := range pods {
 		byKey[podKey(pod)] = pod
 		switch {
@@ -191,6 +194,9 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		case IsProvisionable(pod, w.now):
 			in.PendingPods = append(in.PendingPods, pod)
+		}
+		if pod.Status.NominatedNodeName != "" && awaitsNode(pod) {
+			awaited[pod.Status.NominatedNodeName] = true
 		}
 	}
 	sort.Slice(in.PendingPods, func(i, j int) bool { return podKey(in.PendingPods[i]) < podKey(in.PendingPods[j]) })
@@ -219,6 +225,14 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	events, _ := p.state.(PodEventSource)
 	for _, node := range sorted {
 		n := w.disruptionNode(node, bound[node.Name], states, req.Admission, req.ValidatingWait, blocking, window)
+		if awaited[node.Name] {
+			// A pod nominated to this Node (RegisterNode nominates the pods
+			// a node was launched for) waits for kube-scheduler to bind it,
+			// which at thousands of pending pods takes minutes: the Node is
+			// not empty, whatever its nomination window says. Such pods are
+			// not provisionable, so nominate() does not see them.
+			n.NominatedUntil = later(n.NominatedUntil, w.now.Add(window))
+		}
 		if events != nil {
 			n.LastPodEventAt = later(n.LastPodEventAt, events.LastPodEvent(node.Name))
 		}

@@ -186,6 +186,12 @@ func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
 	oldAMI := node(base().annotate(apisv1.AnnotationImageID, "ami-old"))
 	reserved := node(base())
 	replacement := node(base())
+	awaited := node(base())
+	nominated := newPod(ns, clustertesting.UniqueName("nominated"), "1", "1Gi").selectPool(pool).create(t)
+	nominated.Status.NominatedNodeName = awaited
+	if _, err := testClientset.CoreV1().Pods(ns).UpdateStatus(t.Context(), nominated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	newPod(ns, clustertesting.UniqueName("busy"), "3", "1Gi").selectPool(pool).bindTo(oldAMI).create(t)
 
 	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{
@@ -199,6 +205,9 @@ func TestComputeCommandsJudgesNodesFromTheCluster(t *testing.T) {
 		unregistered: "node isn't initialized",
 		reserved:     "node is deleting or marked for deletion",
 		replacement:  "node is a replacement of running disruption command disruption/c1/command-1",
+		// Its pod was nominated at registration and the scheduler has not
+		// bound it yet: not empty, long after its nomination window.
+		awaited: "node is nominated for a pending pod",
 	} {
 		v, ok := verdictOf(resp, node)
 		if !ok || !strings.HasPrefix(v.Message, want) || v.Event != disruption.EventDisruptionBlocked {
