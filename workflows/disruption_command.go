@@ -507,14 +507,52 @@ func (c *command) commit() {
 	}
 	c.logger.Info("Disrupting candidates", "candidates", c.candidateClaims())
 	c.decide("Committed: draining %d candidate(s)", len(c.input.Command.Candidates))
-	c.awaitEvents(func() bool {
+	allGone := func() bool {
 		for _, claim := range c.candidateClaims() {
 			if c.nodes[claim] != NodeEventTerminated {
 				return false
 			}
 		}
 		return true
-	}, nil)
+	}
+	if !changed(c.ctx, changeReleaseEachNode) || c.input.DisruptionWorkflowID == "" {
+		c.awaitEvents(allGone, nil)
+		return
+	}
+	told := map[string]bool{}
+	for {
+		gone := c.goneUntold(told)
+		if allGone() {
+			return // the command's end tells the rest
+		}
+		c.tellGone(gone, told)
+		c.awaitEvents(func() bool { return allGone() || len(c.goneUntold(told)) > 0 }, nil)
+	}
+}
+
+// goneUntold lists the candidates gone that the disruption workflow was not
+// told of yet, in candidate order.
+func (c *command) goneUntold(told map[string]bool) []string {
+	var gone []string
+	for _, claim := range c.candidateClaims() {
+		if c.nodes[claim] == NodeEventTerminated && !told[claim] {
+			gone = append(gone, claim)
+		}
+	}
+	return gone
+}
+
+// tellGone tells the disruption workflow that claims are gone, so their
+// budget is free before the command's last node is (changeReleaseEachNode).
+func (c *command) tellGone(claims []string, told map[string]bool) {
+	for _, claim := range claims {
+		told[claim] = true
+		err := workflow.SignalExternalWorkflow(c.ctx, c.input.DisruptionWorkflowID, "", SignalCommandNodeGone,
+			CommandNodeGone{CommandID: c.id, NodeClaimName: claim}).Get(c.ctx, nil)
+		if err != nil {
+			c.logger.Warn("Could not tell the disruption workflow a candidate is gone", "nodeClaim", claim, "error", err)
+		}
+	}
 }
 
 // commitTogether tells every candidate still there to go, all at once,

@@ -424,3 +424,42 @@ func TestEmptyCommandAdmittedAtStart(t *testing.T) {
 		t.Errorf("marks %v, want the disrupted taint only", marks)
 	}
 }
+
+// TestCommittedCommandTellsEachGoneCandidate: once committed, a command
+// tells the disruption workflow each candidate that is gone while others
+// still drain (changeReleaseEachNode); its end covers the last one.
+func TestCommittedCommandTellsEachGoneCandidate(t *testing.T) {
+	h := newHarness(t, testCommandID)
+	commandWorld{}.register(h)
+	sent := captureSignals(h)
+	cmd := activities.DisruptionCommand{Reason: modeldisruption.ReasonEmpty, Kind: modeldisruption.KindDelete, Message: "Empty: 3 nodes",
+		Candidates: []activities.DisruptionCandidate{
+			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
+			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
+			{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
+		}}
+	nodeEvent(h, time.Second, "default-bbbb", NodeEventTerminated)
+	nodeEvent(h, 2*time.Second, "default-aaaa", NodeEventTerminated)
+	nodeEvent(h, 3*time.Second, "default-cccc", NodeEventTerminated)
+	h.env.ExecuteWorkflow(DisruptionCommandWorkflowType, CommandInput{
+		Cluster: testCluster, DisruptionWorkflowID: DisruptionWorkflowID(testCluster), Command: cmd,
+		ReplacementTimeout: 10 * time.Minute, Admission: true, Admitted: true,
+	})
+	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+		t.Fatalf("command workflow did not succeed: %v", h.env.GetWorkflowError())
+	}
+	var told []string
+	for _, s := range sent.named(SignalCommandNodeGone) {
+		gone := s.arg.(CommandNodeGone)
+		if s.workflowID != DisruptionWorkflowID(testCluster) || gone.CommandID != testCommandID {
+			t.Errorf("told %s %+v, want the disruption workflow about %s", s.workflowID, gone, testCommandID)
+		}
+		told = append(told, gone.NodeClaimName)
+	}
+	if want := []string{"default-bbbb", "default-aaaa"}; !slices.Equal(told, want) {
+		t.Errorf("told of gone candidates %v, want %v as they went (the end covers the last)", told, want)
+	}
+	if n := len(sent.named(SignalCommandDone)); n != 1 {
+		t.Errorf("%d end signal(s), want 1", n)
+	}
+}

@@ -37,6 +37,11 @@ const (
 	SignalDisruptionTrigger = "trigger"
 	// SignalCommandDone (CommandOutcome): a command workflow ended.
 	SignalCommandDone = "commandDone"
+	// SignalCommandNodeGone (CommandNodeGone): a committed command's
+	// candidate is gone (its Node deleted) while others still drain; the
+	// disruption workflow stops charging it to the budget
+	// (changeReleaseEachNode). The command's end covers its last ones.
+	SignalCommandNodeGone = "commandNodeGone"
 	// SignalAdmissionRetry (AdmissionRetry): the disruption workflow tells a
 	// command it answered busy that a command ended (budget may be free),
 	// so it asks to be admitted again at once.
@@ -161,4 +166,11 @@ type DriftNotice struct {
 // AdmissionRetry tells a command answered busy that a command ended.
 type AdmissionRetry struct {
 	Ended string `json:"ended"`
+}
+
+// CommandNodeGone tells the disruption workflow that one candidate of a
+// running command is gone.
+type CommandNodeGone struct {
+	CommandID     string `json:"commandID"`
+	NodeClaimName string `json:"nodeClaimName"`
 }

@@ -201,7 +201,11 @@ type disruption struct {
 
 	triggers workflow.ReceiveChannel
 	done     workflow.ReceiveChannel
-	wake     workflow.Channel
+	// gone carries SignalCommandNodeGone; read only when releaseEachNode
+	// (decided once, when the run starts: changeReleaseEachNode).
+	gone            workflow.ReceiveChannel
+	releaseEachNode bool
+	wake            workflow.Channel
 	// triggered: a trigger arrived since the last pass; passNow: a
 	// command ended, so the next pass is due at once.
 	triggered, passNow bool
@@ -229,6 +233,7 @@ func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
 		firstRunID: workflow.GetInfo(ctx).FirstRunID,
 		triggers:   workflow.GetSignalChannel(ctx, SignalDisruptionTrigger),
 		done:       workflow.GetSignalChannel(ctx, SignalCommandDone),
+		gone:       workflow.GetSignalChannel(ctx, SignalCommandNodeGone),
 		wake:       workflow.NewBufferedChannel(ctx, 1),
 		state:      DisruptionState{Version: disruptionStateVersion},
 	}
@@ -237,6 +242,7 @@ func newDisruption(ctx workflow.Context, input DisruptionInput) *disruption {
 		d.state.Version = disruptionStateVersion
 	}
 	d.input.State = nil
+	d.releaseEachNode = changed(ctx, changeReleaseEachNode)
 	return d
 }
 
@@ -307,6 +313,13 @@ func (d *disruption) listen(selector workflow.Selector) {
 		d.commandDone(outcome)
 	})
 	selector.AddReceive(d.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(d.ctx, nil) })
+	if d.releaseEachNode {
+		selector.AddReceive(d.gone, func(c workflow.ReceiveChannel, _ bool) {
+			var gone CommandNodeGone
+			c.Receive(d.ctx, &gone)
+			d.nodeGone(gone)
+		})
+	}
 }
 
 func (d *disruption) absorbPendingSignals() {
@@ -319,6 +332,11 @@ func (d *disruption) absorbPendingSignals() {
 		var outcome CommandOutcome
 		for d.done.ReceiveAsync(&outcome) {
 			d.commandDone(outcome)
+			absorbed = true
+		}
+		var gone CommandNodeGone
+		for d.releaseEachNode && d.gone.ReceiveAsync(&gone) {
+			d.nodeGone(gone)
 			absorbed = true
 		}
 		if !absorbed {
@@ -351,6 +369,25 @@ func (d *disruption) commandDone(outcome CommandOutcome) {
 	}
 	if len(d.busy) > 0 {
 		d.retryBusy = outcome.CommandID
+	}
+}
+
+// nodeGone takes a gone candidate off its running command in the ledger,
+// so the budget it held is free for the next pass, which comes at once
+// (changeReleaseEachNode).
+func (d *disruption) nodeGone(gone CommandNodeGone) {
+	running := d.runningCommand(gone.CommandID)
+	if running == nil {
+		return // ended meanwhile, or forgotten
+	}
+	i := slices.Index(running.Candidates, gone.NodeClaimName)
+	if i < 0 {
+		return
+	}
+	running.Candidates = slices.Delete(slices.Clone(running.Candidates), i, i+1)
+	d.triggered, d.passNow = true, true
+	if len(d.busy) > 0 {
+		d.retryBusy = gone.CommandID
 	}
 }
 

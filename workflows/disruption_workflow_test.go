@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -657,5 +658,70 @@ func TestEmptyCommandIsAdmittedByItsPass(t *testing.T) {
 	}
 	if n := held["default-aaaa"]; n.Reserved || !n.Validating {
 		t.Errorf("next pass told %+v about a consolidation candidate, want it validating", n)
+	}
+}
+
+// TestAGoneCandidateFreesItsBudgetAtOnce: when a running command says one
+// of its candidates is gone (changeReleaseEachNode), the next pass comes at
+// once and no longer holds that node for the command; the others stay held.
+func TestAGoneCandidateFreesItsBudgetAtOnce(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	type pass struct {
+		at  time.Time
+		req activities.ComputeCommandsRequest
+	}
+	var passes []pass
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes = append(passes, pass{h.env.Now(), req})
+		if len(passes) > 1 {
+			return activities.ComputeCommandsResponse{}, nil
+		}
+		empty := consolidation()
+		empty.Reason, empty.Kind, empty.Replacements = modeldisruption.ReasonEmpty, modeldisruption.KindDelete, nil
+		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{empty}}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(CommandOutcome{Result: CommandSucceeded}, nil)
+	var goneAt time.Time
+	h.at(15*time.Second, func() { // the first pass comes at the poll interval (10 s)
+		value, err := h.env.QueryWorkflow(QueryDisruptionState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view DisruptionStateView
+		_ = value.Get(&view)
+		if len(view.Running) != 1 {
+			t.Errorf("running %+v, want the Empty command", view.Running)
+			return
+		}
+		goneAt = h.env.Now()
+		h.env.SignalWorkflow(SignalCommandNodeGone, CommandNodeGone{CommandID: view.Running[0].ID, NodeClaimName: "default-aaaa"})
+	})
+	h.at(time.Minute, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	var after *pass
+	for i := range passes {
+		if !passes[i].at.Before(goneAt) {
+			after = &passes[i]
+			break
+		}
+	}
+	if after == nil {
+		t.Fatal("no pass after the candidate was gone")
+	}
+	if d := after.at.Sub(goneAt); d > time.Second {
+		t.Errorf("next pass %s after the candidate was gone, want at once", d)
+	}
+	var held []string
+	for _, n := range after.req.Nodes {
+		held = append(held, n.NodeClaimName)
+	}
+	if !slices.Equal(held, []string{"default-bbbb"}) {
+		t.Errorf("pass after the candidate was gone held %v, want only default-bbbb", held)
 	}
 }

@@ -242,6 +242,17 @@ const (
 	// pass could decide Empty commands for budget still held by commands
 	// waiting to be admitted, which its admission then refused.
 	changeEmptyAdmittedAtStart changeID = "empty-admitted-at-start"
+	// changeReleaseEachNode: a committed command tells the disruption
+	// workflow each candidate that is gone while others still drain
+	// (disruption_command.go commit, SignalCommandNodeGone), and a
+	// disruption run that started on this code takes the node off its
+	// ledger and passes at once (disruption_workflow.go nodeGone), so the
+	// budget a node held is used as soon as it is gone, not when the
+	// command's last node is. The disruption workflow decides whether it
+	// listens once, when its run starts: a run recorded before the change
+	// never reads the signal, so a signal that a newer command sent to it
+	// replays as it ran.
+	changeReleaseEachNode changeID = "release-each-node"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
