@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -105,6 +106,10 @@ type MarkDisruptionResponse struct {
 	Changed []string `json:"changed,omitempty"`
 	// Skipped are Nodes gone, or (untainting) cordoned by a drain.
 	Skipped []string `json:"skipped,omitempty"`
+	// DisruptedAt (disrupting only) is the worker's clock once every Node
+	// named carried the disrupted taint: kube-scheduler places nothing new
+	// on them from about then (DrainRequest.UnschedulableSince).
+	DisruptedAt time.Time `json:"disruptedAt,omitzero"`
 }
 
 // RegisterDisruptionCommands registers the command activities of impl

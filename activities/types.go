@@ -380,6 +380,14 @@ type DrainRequest struct {
 	// PDBs and do-not-disrupt (the pool's terminationGracePeriod, or the
 	// spot interruption time).
 	Deadline time.Time `json:"deadline,omitzero"`
+	// UnschedulableSince, when set, is when a disruption command put the
+	// disrupted taint on the Node (MarkDisruptionResponse.DisruptedAt).
+	// If the drain finds the taint already there, the look that confirms
+	// an empty Node comes DrainConfirmation after this rather than after
+	// the drain's own first look: the window is for pods kube-scheduler
+	// placed before it saw the taint. Clocks of the workers are assumed
+	// in step to well under DrainConfirmation.
+	UnschedulableSince time.Time `json:"unschedulableSince,omitzero"`
 }
 
 // DrainStage is where a drain is; stages run in order.

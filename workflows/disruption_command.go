@@ -119,6 +119,8 @@ type command struct {
 	// nodes is the last event each node claim (candidate or replacement)
 	// reported.
 	nodes map[string]NodeEventKind
+	// disruptedAt is when mark(true) had tainted the candidates.
+	disruptedAt time.Time
 }
 
 func (c *command) run() CommandOutcome {
@@ -423,6 +425,9 @@ func (c *command) mark(disrupted bool) {
 		return
 	}
 	c.decide("Marked %d candidate Node(s) disrupted=%v", len(answer.Changed), disrupted)
+	if disrupted {
+		c.disruptedAt = answer.DisruptedAt
+	}
 }
 
 // replace starts the replacements and waits until each is initialized. It
@@ -565,7 +570,8 @@ func (c *command) commitTogether() {
 			continue
 		}
 		claims = append(claims, claim)
-		sent = append(sent, workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit, CommandSignal{CommandID: c.id}))
+		sent = append(sent, workflow.SignalExternalWorkflow(c.ctx, c.nodeWorkflowID(claim), "", SignalDisruptionCommit,
+			CommandSignal{CommandID: c.id, DisruptedAt: c.disruptedAt}))
 	}
 	for i, f := range sent {
 		if err := f.Get(c.ctx, nil); err != nil {

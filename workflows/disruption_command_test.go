@@ -41,6 +41,9 @@ func (l *signalLog) named(name string) []sentSignal {
 	return out
 }
 
+// markedAt is when commandWorld's MarkDisruption says it tainted the Nodes.
+var markedAt = time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+
 // commandWorld answers the command's own activities: every node reserves,
 // marking works, and ComputeCommands answers decision (the command itself
 // unless a test says otherwise).
@@ -62,7 +65,11 @@ func (w commandWorld) register(h *harness) {
 		return resp, nil
 	}, activity.RegisterOptions{Name: activities.ReserveNodesActivity})
 	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
-		return activities.MarkDisruptionResponse{Changed: req.NodeNames}, nil
+		resp := activities.MarkDisruptionResponse{Changed: req.NodeNames}
+		if req.Disrupted && !req.Candidate {
+			resp.DisruptedAt = markedAt
+		}
+		return resp, nil
 	}, activity.RegisterOptions{Name: activities.MarkDisruptionActivity})
 	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
 		return activities.ComputeCommandsResponse{Commands: w.decision}, nil
@@ -410,7 +417,13 @@ func TestEmptyCommandAdmittedAtStart(t *testing.T) {
 	var committed []string
 	for _, s := range sent.named(SignalDisruptionCommit) {
 		committed = append(committed, s.workflowID)
+		// The node's drain counts its confirmation from the mark.
+		if got := s.arg.(CommandSignal).DisruptedAt; !got.Equal(markedAt) {
+			t.Errorf("commit to %s says the taint went on at %v, want the mark's %v", s.workflowID, got, markedAt)
+		}
 	}
+	// Sent together: the test environment delivers them in any order.
+	slices.Sort(committed)
 	want := []string{NodeWorkflowID(testCluster, "default-aaaa"), NodeWorkflowID(testCluster, "default-bbbb"), NodeWorkflowID(testCluster, "default-cccc")}
 	if !slices.Equal(committed, want) {
 		t.Errorf("committed %v, want %v", committed, want)

@@ -92,6 +92,9 @@ type Reservation struct {
 type CommandSignal struct {
 	CommandID string `json:"commandID"`
 	Why       string `json:"why,omitempty"`
+	// DisruptedAt (commit) is when the command's mark put the disrupted
+	// taint on the candidates (activities.DrainRequest.UnschedulableSince).
+	DisruptedAt time.Time `json:"disruptedAt,omitzero"`
 }
 
 // NodeEventKind is what happened to a node a command cares about.

@@ -77,7 +77,8 @@ func (w *nodeLifecycle) applyDisruptionCommit(request CommandSignal) {
 		Detail:    r.Message,
 		Requester: r.CommandID,
 		// Repair replaces a broken node: its pods are not served anyway.
-		Voluntary: r.Reason != string(ReasonUnhealthy),
+		Voluntary:          r.Reason != string(ReasonUnhealthy),
+		UnschedulableSince: request.DisruptedAt,
 	})
 }
 

@@ -36,7 +36,7 @@ func TestReservedNodeTerminatesForItsCommand(t *testing.T) {
 		}
 	})
 	h.signal(time.Hour+time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: "disruption/c1/command-other-2"})
-	h.signal(time.Hour+2*time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID})
+	h.signal(time.Hour+2*time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID, DisruptedAt: markedAt})
 
 	result := h.runNode(nodeSpec(consolidateAfter(time.Hour)), nil)
 	if result.Termination.Reason != ReasonUnderutilized || result.Termination.Requester != testCommandID || !result.Termination.Voluntary {
@@ -48,6 +48,11 @@ func TestReservedNodeTerminatesForItsCommand(t *testing.T) {
 	events := sent.named(SignalCommandNodeEvent)
 	if len(events) != 1 || events[0].workflowID != testCommandID || events[0].arg.(CommandNodeEvent).Kind != NodeEventTerminated {
 		t.Errorf("command notices %+v, want one Terminated to the holder", events)
+	}
+	// The drain counts its confirmation window from the command's mark.
+	drains := h.rec.calls(activities.DrainActivity)
+	if len(drains) != 1 || !drains[0].(*activities.DrainRequest).UnschedulableSince.Equal(markedAt) {
+		t.Errorf("drain requests %+v, want one saying the node was tainted at %v", drains, markedAt)
 	}
 }
 

@@ -16,10 +16,11 @@ func (w *nodeLifecycle) drain() Phase {
 	for {
 		voluntary, deadline := w.drainParameters()
 		request := activities.DrainRequest{
-			NodeName:  w.state.NodeName,
-			Reason:    describeTermination(*w.state.Termination),
-			Voluntary: voluntary,
-			Deadline:  deadline,
+			NodeName:           w.state.NodeName,
+			Reason:             describeTermination(*w.state.Termination),
+			Voluntary:          voluntary,
+			Deadline:           deadline,
+			UnschedulableSince: w.state.Termination.UnschedulableSince,
 		}
 		parametersChanged := func() bool {
 			voluntary, deadline := w.drainParameters()

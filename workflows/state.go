@@ -67,6 +67,9 @@ type Termination struct {
 	// Deadline, when set, is when the drain must be over regardless of PDBs
 	// (the pool's terminationGracePeriod, or the instance's interruption).
 	Deadline time.Time `json:"deadline,omitzero"`
+	// UnschedulableSince is when the committing command tainted the node
+	// (CommandSignal.DisruptedAt), for the drain's confirmation window.
+	UnschedulableSince time.Time `json:"unschedulableSince,omitzero"`
 }
 
 // Decision is one thing the workflow decided, in order.

@@ -57,5 +57,8 @@ func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisr
 			a.events.Publish(events.DisruptionTerminatingEvent(ref, node.Name, req.CommandID, req.Message))
 		}
 	}
+	if req.Disrupted && !req.Candidate {
+		resp.DisruptedAt = a.clock.Now()
+	}
 	return resp, nil
 }

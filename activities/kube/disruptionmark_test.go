@@ -53,7 +53,14 @@ func TestMarkDisruptionCandidateTaint(t *testing.T) {
 	if got := taints(); !slices.Equal(got, []string{soft}) {
 		t.Errorf("taints %v, want only %s", got, soft)
 	}
-	mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Disrupted: true})
+	// The disrupted taint's answer says when the Node carried it (the
+	// drain's confirmation window counts from then); the soft taint's not.
+	if resp := mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Disrupted: true, Candidate: true}); !resp.DisruptedAt.IsZero() {
+		t.Errorf("candidate taint answered DisruptedAt %v, want none", resp.DisruptedAt)
+	}
+	if resp := mark(activities.MarkDisruptionRequest{NodeNames: []string{node.Name}, Disrupted: true}); resp.DisruptedAt.IsZero() {
+		t.Errorf("disrupted taint answered %+v, want when the Node carried it", resp)
+	}
 	if got := taints(); !slices.Equal(got, []string{hard, soft}) {
 		t.Errorf("taints %v, want %s and %s", got, soft, hard)
 	}

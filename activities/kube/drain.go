@@ -61,7 +61,8 @@ func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (ac
 		zap.Bool("voluntary", req.Voluntary))
 	progress := a.resumedProgress(ctx, logger)
 
-	if err := a.cordon(ctx, req, logger); err != nil {
+	tainted, err := a.cordon(ctx, req, logger)
+	if err != nil {
 		return activities.DrainResponse{}, err
 	}
 	if progress.Stage == activities.DrainStageTaint {
@@ -77,7 +78,10 @@ func (a *Activities) Drain(ctx context.Context, req activities.DrainRequest) (ac
 		// The "fake" constructor is the one that takes an injected clock.
 		backoff: flowcontrol.NewFakeBackOffWithJitter(a.evictionRetryInitial, a.evictionRetryMax, a.clock, evictionJitter),
 	}
-	err := drain.run(ctx)
+	if since := req.UnschedulableSince; tainted && !since.IsZero() && !since.After(a.clock.Now()) {
+		drain.unschedulableSince = since
+	}
+	err = drain.run(ctx)
 	response := activities.DrainResponse{Evicted: drain.progress.Evicted, Deleted: drain.progress.Deleted}
 	if err != nil {
 		return response, err
@@ -104,20 +108,21 @@ func (a *Activities) resumedProgress(ctx context.Context, logger *zap.Logger) ac
 }
 
 // cordon puts the disrupted taint on the Node and marks it unschedulable,
-// writing only what is missing. A Node already gone is not an error: its
-// pods are still drained (the pod garbage collector would otherwise get to
-// them much later).
-func (a *Activities) cordon(ctx context.Context, req activities.DrainRequest, logger *zap.Logger) error {
+// writing only what is missing, and reports whether the taint was already
+// there. A Node already gone is not an error: its pods are still drained
+// (the pod garbage collector would otherwise get to them much later).
+func (a *Activities) cordon(ctx context.Context, req activities.DrainRequest, logger *zap.Logger) (tainted bool, err error) {
 	node, changed, err := a.updateNode(ctx, req.NodeName, func(node *corev1.Node) {
+		tainted = hasTaint(node.Spec.Taints, disruptedTaint)
 		node.Spec.Taints = addMissingTaints(node.Spec.Taints, disruptedTaint)
 		node.Spec.Unschedulable = true
 	})
 	if apierrors.IsNotFound(err) {
 		logger.Info("Node already gone; draining its remaining pods")
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("cordon node %s: %w", req.NodeName, err)
+		return false, fmt.Errorf("cordon node %s: %w", req.NodeName, err)
 	}
 	if changed {
 		logger.Info("Cordoned node", zap.String("taint", disruptedTaint.ToString()))
@@ -127,7 +132,7 @@ func (a *Activities) cordon(ctx context.Context, req activities.DrainRequest, lo
 			DedupeValues: []string{string(node.UID), events.Draining},
 		})
 	}
-	return nil
+	return tainted, nil
 }
 
 // nodeDrain is one Drain execution's state between polls.
@@ -147,6 +152,10 @@ type nodeDrain struct {
 	// instance then would take that pod down without an eviction, past
 	// its PDB.
 	emptySeen bool
+	// unschedulableSince is when a disruption command tainted the Node,
+	// if the taint was there when the drain began (see
+	// DrainRequest.UnschedulableSince); zero otherwise.
+	unschedulableSince time.Time
 }
 
 // run passes over the Node's pods every PollInterval until one reports it
@@ -163,7 +172,10 @@ func (d *nodeDrain) run(ctx context.Context) error {
 		}
 		wait := d.pollInterval
 		if d.emptySeen && !d.apiServerTroubled() {
-			wait = d.drainConfirmation
+			wait = d.confirmationWait()
+		}
+		if wait <= 0 {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -171,6 +183,18 @@ func (d *nodeDrain) run(ctx context.Context) error {
 		case <-d.clock.After(wait):
 		}
 	}
+}
+
+// confirmationWait is how long after its first empty look the drain looks
+// again: DrainConfirmation, counted from when the Node was tainted when a
+// disruption command did that before the drain began (what the window
+// waits for, pods placed before kube-scheduler saw the taint, cannot come
+// later than that), else from now.
+func (d *nodeDrain) confirmationWait() time.Duration {
+	if d.unschedulableSince.IsZero() {
+		return d.drainConfirmation
+	}
+	return min(max(d.unschedulableSince.Add(d.drainConfirmation).Sub(d.clock.Now()), 0), d.drainConfirmation)
 }
 
 // step is one pass over the Node's pods: deadline deletions, then evictions

@@ -457,7 +457,7 @@ func TestDrainConfirmsTheNodeEmptyOnASecondPass(t *testing.T) {
 	node := createNode(t, newNode("late-bind").build())
 	waitNodeReady(t, node.Name)
 	namespace := clustertesting.CreateNamespace(t, testClientset, "late-bind")
-	if err := h.activities.cordon(t.Context(), activities.DrainRequest{NodeName: node.Name, Reason: "test"}, zap.NewNop()); err != nil {
+	if _, err := h.activities.cordon(t.Context(), activities.DrainRequest{NodeName: node.Name, Reason: "test"}, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}
 	drain := &nodeDrain{
@@ -605,4 +605,71 @@ func withTolerations(pod *corev1.Pod, tolerations ...corev1.Toleration) *corev1.
 func withDeletion(pod *corev1.Pod, at time.Time) *corev1.Pod {
 	pod.DeletionTimestamp = &metav1.Time{Time: at}
 	return pod
+}
+
+// TestDrainCountsTheConfirmationFromTheCommandsTaint: when the disruption
+// command tainted the Node before the drain began
+// (DrainRequest.UnschedulableSince, the taint still there), the look that
+// confirms the Node empty comes DrainConfirmation after the taint, not after
+// the drain's first look; at once if that has passed. Without the taint on
+// the Node the window counts from the first look, as before.
+func TestDrainCountsTheConfirmationFromTheCommandsTaint(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tainted bool
+		ago     time.Duration // UnschedulableSince before the drain
+		want    time.Duration // after the first empty look
+	}{
+		{name: "tainted 400ms ago", tainted: true, ago: 400 * time.Millisecond, want: 600 * time.Millisecond},
+		{name: "tainted long ago", tainted: true, ago: 10 * time.Minute, want: 0},
+		{name: "the taint was taken off", ago: 400 * time.Millisecond, want: time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clocktesting.NewFakeClock(time.Now())
+			h := newHarness(t, withClock(fake), func(cfg *Config) {
+				cfg.PollInterval, cfg.DrainConfirmation = time.Minute, time.Second
+			})
+			b := newNode("confirm-from-taint")
+			if tc.tainted {
+				b = b.taint(activities.DisruptedTaintKey, corev1.TaintEffectNoSchedule)
+			}
+			node := createNode(t, b.build())
+			waitNodeReady(t, node.Name)
+			done := make(chan error, 1)
+			go func() {
+				_, err := h.activities.Drain(t.Context(), activities.DrainRequest{NodeName: node.Name, Reason: "test", Voluntary: true,
+					UnschedulableSince: fake.Now().Add(-tc.ago)})
+				done <- err
+			}()
+			if tc.want == 0 {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("drain not done at once though the window since the taint had passed")
+				}
+				return
+			}
+			clustertesting.Eventually(t, 30*time.Second, "the drain waiting for its next look", func(context.Context) (bool, error) {
+				return fake.HasWaiters(), nil
+			})
+			fake.Step(tc.want - 100*time.Millisecond)
+			select {
+			case err := <-done:
+				t.Fatalf("drain returned %s after its first empty look (err %v), want %s", tc.want-100*time.Millisecond, err, tc.want)
+			default:
+			}
+			fake.Step(100 * time.Millisecond)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("drain not done %s after its first empty look", tc.want)
+			}
+		})
+	}
 }
