@@ -526,11 +526,16 @@ func (c *command) commit() {
 	}
 	told := map[string]bool{}
 	for {
-		gone := c.goneUntold(told)
+		// Events that came together are told together, and not at all
+		// when they were the last.
+		var event CommandNodeEvent
+		for c.events.ReceiveAsync(&event) {
+			c.record(event)
+		}
 		if allGone() {
 			return // the command's end tells the rest
 		}
-		c.tellGone(gone, told)
+		c.tellGone(c.goneUntold(told), told)
 		c.awaitEvents(func() bool { return allGone() || len(c.goneUntold(told)) > 0 }, nil)
 	}
 }
@@ -550,12 +555,15 @@ func (c *command) goneUntold(told map[string]bool) []string {
 // tellGone tells the disruption workflow that claims are gone, so their
 // budget is free before the command's last node is (changeReleaseEachNode).
 func (c *command) tellGone(claims []string, told map[string]bool) {
-	for _, claim := range claims {
+	sent := make([]workflow.Future, len(claims))
+	for i, claim := range claims {
 		told[claim] = true
-		err := workflow.SignalExternalWorkflow(c.ctx, c.input.DisruptionWorkflowID, "", SignalCommandNodeGone,
-			CommandNodeGone{CommandID: c.id, NodeClaimName: claim}).Get(c.ctx, nil)
-		if err != nil {
-			c.logger.Warn("Could not tell the disruption workflow a candidate is gone", "nodeClaim", claim, "error", err)
+		sent[i] = workflow.SignalExternalWorkflow(c.ctx, c.input.DisruptionWorkflowID, "", SignalCommandNodeGone,
+			CommandNodeGone{CommandID: c.id, NodeClaimName: claim})
+	}
+	for i, f := range sent {
+		if err := f.Get(c.ctx, nil); err != nil {
+			c.logger.Warn("Could not tell the disruption workflow a candidate is gone", "nodeClaim", claims[i], "error", err)
 		}
 	}
 }

@@ -9,44 +9,70 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/workflows"
 )
 
-// ReserveNodes sends workflows.UpdateReserve to each node workflow of req, in
-// order, and waits for each answer. A validator's rejection, or a node
-// workflow that is not running, is a refusal; other errors end the call
-// (the activity's retry asks again: the update id is the command's, so a
-// node that accepted answers the same).
+// ReserveNodes sends workflows.UpdateReserve to each node workflow of req,
+// up to maxConcurrentStarts at a time (one after the other, a 10-node
+// command waited 0.7–1.4 s for its reservations in a 5,000-pod
+// scale-down), and answers in req's order. A validator's rejection, or a
+// node workflow that is not running, is a refusal; other errors end the
+// call (the activity's retry asks again: the update id is the command's,
+// so a node that accepted answers the same).
 func (s *Starter) ReserveNodes(ctx context.Context, req activities.ReserveNodesRequest) (activities.ReserveNodesResponse, error) {
 	var resp activities.ReserveNodesResponse
 	if req.CommandID == "" {
 		return resp, temporal.NewNonRetryableApplicationError("reserve nodes: commandID is empty", InvalidStartErrorType, nil)
 	}
-	for _, id := range req.WorkflowIDs {
-		handle, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			UpdateID:     req.CommandID + "/reserve",
-			WorkflowID:   id,
-			UpdateName:   workflows.UpdateReserve,
-			Args:         []any{workflows.ReserveRequest{CommandID: req.CommandID, Reason: req.Reason, Message: req.Message}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
+	whys := make([]string, len(req.WorkflowIDs))
+	refused := make([]bool, len(req.WorkflowIDs))
+	group, groupCtx := errgroup.WithContext(ctx)
+	group.SetLimit(maxConcurrentStarts)
+	for i, id := range req.WorkflowIDs {
+		group.Go(func() error {
+			var err error
+			whys[i], refused[i], err = s.reserve(groupCtx, req, id)
+			return err
 		})
-		var result workflows.ReserveResult
-		if err == nil {
-			err = handle.Get(ctx, &result)
-		}
-		if why, refused := refusal(err); refused {
-			s.log.Info("Node workflow refused the reservation", zap.String("workflowID", id), zap.String("command", req.CommandID), zap.String("why", why))
-			resp.Refused = append(resp.Refused, activities.NodeRefusal{WorkflowID: id, Why: why})
+	}
+	if err := group.Wait(); err != nil {
+		return resp, err
+	}
+	for i, id := range req.WorkflowIDs {
+		if refused[i] {
+			resp.Refused = append(resp.Refused, activities.NodeRefusal{WorkflowID: id, Why: whys[i]})
 			continue
-		}
-		if err != nil {
-			return resp, fmt.Errorf("reserve %s for %s: %w", id, req.CommandID, err)
 		}
 		resp.Accepted = append(resp.Accepted, id)
 	}
 	return resp, nil
+}
+
+// reserve asks one node workflow to hold its node for req's command and
+// says whether, and why, it refused.
+func (s *Starter) reserve(ctx context.Context, req activities.ReserveNodesRequest, id string) (why string, refused bool, err error) {
+	handle, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     req.CommandID + "/reserve",
+		WorkflowID:   id,
+		UpdateName:   workflows.UpdateReserve,
+		Args:         []any{workflows.ReserveRequest{CommandID: req.CommandID, Reason: req.Reason, Message: req.Message}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var result workflows.ReserveResult
+	if err == nil {
+		err = handle.Get(ctx, &result)
+	}
+	if why, refused := refusal(err); refused {
+		s.log.Info("Node workflow refused the reservation", zap.String("workflowID", id), zap.String("command", req.CommandID), zap.String("why", why))
+		return why, true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reserve %s for %s: %w", id, req.CommandID, err)
+	}
+	return "", false, nil
 }
 
 // refusal tells an answer (the validator rejected, the workflow is gone)
