@@ -379,6 +379,16 @@ func TestRefusedAdmissionReleasesTheCandidates(t *testing.T) {
 	}
 }
 
+// emptyOfThree is an Empty command over three nodes of the default pool.
+func emptyOfThree() activities.DisruptionCommand {
+	return activities.DisruptionCommand{Reason: modeldisruption.ReasonEmpty, Kind: modeldisruption.KindDelete, Message: "Empty: 3 nodes",
+		Candidates: []activities.DisruptionCandidate{
+			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
+			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
+			{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
+		}}
+}
+
 // TestEmptyCommandAdmittedAtStart: an Empty command the pass admitted
 // (changeEmptyAdmittedAtStart) asks for no admission and validates nothing
 // itself: it reserves, marks, tells every candidate to go
@@ -388,12 +398,7 @@ func TestEmptyCommandAdmittedAtStart(t *testing.T) {
 	commandWorld{}.register(h)
 	asked := admissionWorld(h, activities.AdmitCommandResponse{Busy: true, Why: "must not be asked"})
 	sent := captureSignals(h)
-	cmd := activities.DisruptionCommand{Reason: modeldisruption.ReasonEmpty, Kind: modeldisruption.KindDelete, Message: "Empty: 3 nodes",
-		Candidates: []activities.DisruptionCandidate{
-			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
-			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
-			{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
-		}}
+	cmd := emptyOfThree()
 	for i, claim := range []string{"default-aaaa", "default-bbbb", "default-cccc"} {
 		nodeEvent(h, time.Duration(i+1)*time.Second, claim, NodeEventTerminated)
 	}
@@ -445,12 +450,7 @@ func TestCommittedCommandTellsEachGoneCandidate(t *testing.T) {
 	h := newHarness(t, testCommandID)
 	commandWorld{}.register(h)
 	sent := captureSignals(h)
-	cmd := activities.DisruptionCommand{Reason: modeldisruption.ReasonEmpty, Kind: modeldisruption.KindDelete, Message: "Empty: 3 nodes",
-		Candidates: []activities.DisruptionCandidate{
-			{NodeClaimName: "default-aaaa", NodeName: "ip-10-0-0-1", NodePool: "default"},
-			{NodeClaimName: "default-bbbb", NodeName: "ip-10-0-0-2", NodePool: "default"},
-			{NodeClaimName: "default-cccc", NodeName: "ip-10-0-0-3", NodePool: "default"},
-		}}
+	cmd := emptyOfThree()
 	nodeEvent(h, time.Second, "default-bbbb", NodeEventTerminated)
 	nodeEvent(h, 2*time.Second, "default-aaaa", NodeEventTerminated)
 	nodeEvent(h, 3*time.Second, "default-cccc", NodeEventTerminated)

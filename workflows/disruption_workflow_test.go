@@ -40,12 +40,7 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 	})
 	var firstCommand string
 	h.at(25*time.Second, func() {
-		value, err := h.env.QueryWorkflow(QueryDisruptionState)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view DisruptionStateView
-		_ = value.Get(&view)
+		view := disruptionView(t, h)
 		if len(view.Running) != 1 {
 			t.Errorf("running %+v after two passes, want the one command once", view.Running)
 			return
@@ -121,12 +116,7 @@ func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
 		return CommandOutcome{Result: CommandSucceeded}, nil
 	})
 	h.at(13*time.Second, func() {
-		value, err := h.env.QueryWorkflow(QueryDisruptionState)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view DisruptionStateView
-		_ = value.Get(&view)
+		view := disruptionView(t, h)
 		if len(view.Running) == 0 {
 			t.Error("no running command after the first pass")
 			return
@@ -135,12 +125,7 @@ func TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce(t *testing.T) {
 	})
 	var secondPass time.Time
 	h.at(14*time.Second, func() {
-		value, err := h.env.QueryWorkflow(QueryDisruptionState)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view DisruptionStateView
-		_ = value.Get(&view)
+		view := disruptionView(t, h)
 		if view.LastPass != nil {
 			secondPass = view.LastPass.At
 		}
@@ -686,12 +671,7 @@ func TestAGoneCandidateFreesItsBudgetAtOnce(t *testing.T) {
 	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(CommandOutcome{Result: CommandSucceeded}, nil)
 	var goneAt time.Time
 	h.at(15*time.Second, func() { // the first pass comes at the poll interval (10 s)
-		value, err := h.env.QueryWorkflow(QueryDisruptionState)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view DisruptionStateView
-		_ = value.Get(&view)
+		view := disruptionView(t, h)
 		if len(view.Running) != 1 {
 			t.Errorf("running %+v, want the Empty command", view.Running)
 			return
@@ -724,4 +704,18 @@ func TestAGoneCandidateFreesItsBudgetAtOnce(t *testing.T) {
 	if !slices.Equal(held, []string{"default-bbbb"}) {
 		t.Errorf("pass after the candidate was gone held %v, want only default-bbbb", held)
 	}
+}
+
+// disruptionView queries the disruption workflow under test for its state.
+func disruptionView(t *testing.T, h *harness) DisruptionStateView {
+	t.Helper()
+	value, err := h.env.QueryWorkflow(QueryDisruptionState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view DisruptionStateView
+	if err := value.Get(&view); err != nil {
+		t.Fatal(err)
+	}
+	return view
 }
