@@ -97,8 +97,13 @@ type result struct {
 	// workflowTaskWait and activityWait are the tasks' schedule-to-start
 	// latencies while the pods came up.
 	workflowTaskWait, activityWait taskLatency
-	toZero                         time.Duration
-	nodesLeft, instancesLeft       int
+	// downWorkflowTaskWait, downActivityWait and downActivities are the
+	// same while scaling to zero, and each activity type's execution time
+	// there (where a scale-down round's time goes).
+	downWorkflowTaskWait, downActivityWait taskLatency
+	downActivities                         latencyBy
+	toZero                                 time.Duration
+	nodesLeft, instancesLeft               int
 	// zeroTimeline is the pool's Node count each time it changed while
 	// scaling to zero ("+31s 52" …), to show the disruption rounds.
 	zeroTimeline                     []string
@@ -126,6 +131,8 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
 	fmt.Fprintf(&b, "    Nodes as they went    %s\n", strings.Join(r.zeroTimeline, ", "))
+	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, while scaling to zero)\n", r.downWorkflowTaskWait, r.downActivityWait)
+	fmt.Fprintf(&b, "    activity time         %s\n", r.downActivities)
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
 	fmt.Fprintf(&b, "  history events          %.1f per node workflow (max %d), provisioner %d in its current run after %d continue-as-new\n", r.eventsPerNode, r.eventsPerNodeMax, r.provisionerEvents, r.provisionerCN)
 	fmt.Fprintf(&b, "  provisioner             %s\n", r.provisioner)
@@ -208,6 +215,8 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	}
 	measureNodes(ctx, s, pods, tracker, &r)
 
+	workflowTasksBefore, activitiesBefore = scrapeTaskLatency(s, workflowTaskScheduleToStart), scrapeTaskLatency(s, activityScheduleToStart)
+	activityTimeBefore := scrapeLatencyBy(s, activityExecution, "activity_type")
 	deleted := time.Now()
 	for _, d := range sc.deployments {
 		if err := s.Kube.AppsV1().Deployments(namespace).Delete(ctx, d.name, metav1.DeleteOptions{}); err != nil {
@@ -235,6 +244,9 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		}
 		time.Sleep(time.Second)
 	}
+	r.downWorkflowTaskWait = scrapeTaskLatency(s, workflowTaskScheduleToStart).minus(workflowTasksBefore)
+	r.downActivityWait = scrapeTaskLatency(s, activityScheduleToStart).minus(activitiesBefore)
+	r.downActivities = scrapeLatencyBy(s, activityExecution, "activity_type").minus(activityTimeBefore)
 	r.heapPeak, r.rssPeak = memory.stop()
 	measureHistories(ctx, s, &r)
 	return r

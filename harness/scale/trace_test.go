@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -376,7 +377,44 @@ const (
 // scrapeTaskLatency sums name's histogram (_sum, _count; every label set)
 // over the workers' /metrics.
 func scrapeTaskLatency(s *driver.Stack, name string) taskLatency {
-	var total taskLatency
+	return scrapeLatencyBy(s, name, "")[""]
+}
+
+// activityExecution is the SDK's histogram of activity execution time, by
+// activity_type.
+const activityExecution = "temporal_activity_execution_latency"
+
+// latencyBy is one histogram summed per value of a label.
+type latencyBy map[string]taskLatency
+
+func (l latencyBy) minus(before latencyBy) latencyBy {
+	out := latencyBy{}
+	for k, v := range l {
+		if d := v.minus(before[k]); d.count > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// String lists the label values by total time spent, most first.
+func (l latencyBy) String() string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return l[keys[i]].sum > l[keys[j]].sum })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + l[k].String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// scrapeLatencyBy sums name's histogram (_sum, _count) over the workers'
+// /metrics per value of label ("" sums every label set under "").
+func scrapeLatencyBy(s *driver.Stack, name, label string) latencyBy {
+	totals := latencyBy{}
 	for _, addr := range s.MetricsAddrs {
 		c := http.Client{Timeout: 2 * time.Second}
 		resp, err := c.Get("http://" + addr + "/metrics")
@@ -394,21 +432,37 @@ func scrapeTaskLatency(s *driver.Stack, name string) taskLatency {
 			if !ok {
 				continue
 			}
+			key := ""
 			if i := strings.IndexByte(metric, '{'); i >= 0 {
+				if label != "" {
+					key = labelValue(metric[i:], label)
+				}
 				metric = metric[:i]
 			}
 			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 			if err != nil {
 				continue
 			}
+			total := totals[key]
 			switch {
 			case strings.HasSuffix(metric, "_sum"):
 				total.sum += f
 			case strings.HasSuffix(metric, "_count"):
 				total.count += f
 			}
+			totals[key] = total
 		}
 		resp.Body.Close()
 	}
-	return total
+	return totals
+}
+
+// labelValue is label's value in a Prometheus label set ({a="x",b="y"}).
+func labelValue(labels, label string) string {
+	_, rest, ok := strings.Cut(labels, label+`="`)
+	if !ok {
+		return ""
+	}
+	value, _, _ := strings.Cut(rest, `"`)
+	return value
 }

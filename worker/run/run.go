@@ -297,14 +297,17 @@ func Run(ctx context.Context, cfg Config) error {
 	dynamicFactory.Start(runCtx.Done())
 	defer factory.Shutdown()
 	for informerType, synced := range factory.WaitForCacheSync(runCtx.Done()) {
-		if !synced {
+		if !synced && ctx.Err() == nil {
 			return fmt.Errorf("worker: %v informer did not sync", informerType)
 		}
 	}
 	for resource, synced := range dynamicFactory.WaitForCacheSync(runCtx.Done()) {
-		if !synced {
+		if !synced && ctx.Err() == nil {
 			return fmt.Errorf("worker: %s informer did not sync", resource.Resource)
 		}
+	}
+	if ctx.Err() != nil {
+		return nil // stopped while starting (SIGTERM, or a test that ended first)
 	}
 
 	if err := temporalWorker.Start(); err != nil {
