@@ -20,14 +20,17 @@ import (
 // that name has another providerID, the name was reused by a new instance
 // and that Node is left alone.
 //
-// Order: the delete comes first and is guarded by the Node's UID, so it can
-// only hit the Node looked up; it sets deletionTimestamp and the finalizer
-// keeps the object. Removing the finalizer second then lets the API server
-// remove it. Retried after either step, each step is a no-op: deleting a
-// terminating Node changes nothing, and the finalizer patch writes only when
-// the finalizer is still there. The reverse order would leave a window in
-// which the Node, without our finalizer, could be deleted by anyone while
-// the retried activity no longer knows it owned it.
+// Order: the finalizer goes first, then the Node is deleted, both guarded
+// by the Node's UID so neither can hit a new Node that took the name. The
+// Node then vanishes at once: watchers never see it terminating behind the
+// finalizer, so the node watchers of every worker do not take Millwright's
+// own deletion for a `kubectl delete node` and signal the workflow that is
+// deleting it (two signals and a workflow task per node in a scale-down).
+// Retried after either step, each step is a no-op: the finalizer patch
+// writes only when the finalizer is still there, and a Node already gone is
+// success. A Node someone else deletes between the steps is gone either way.
+// A Node already terminating (`kubectl delete node`, or a retry of the
+// earlier order) goes when its finalizer does.
 func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRequest) (activities.DeleteNodeResponse, error) {
 	if req.NodeName == "" && req.ProviderID == "" {
 		return activities.DeleteNodeResponse{}, invalidRequest(activities.DeleteNodeActivity, "nodeName/providerID", "both empty")
@@ -42,6 +45,23 @@ func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRe
 	}
 	logger := a.logger.With(zap.String("node", node.Name), zap.String("providerID", node.Spec.ProviderID))
 
+	_, _, err = a.updateNode(ctx, node.Name, func(current *corev1.Node) {
+		if current.UID != node.UID {
+			return // a new Node took the name meanwhile
+		}
+		current.Finalizers = slices.DeleteFunc(current.Finalizers, func(f string) bool {
+			return f == activities.TerminationFinalizer
+		})
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		if node.DeletionTimestamp == nil {
+			logger.Info("Node already deleted")
+			return activities.DeleteNodeResponse{Deleted: false}, nil
+		}
+	case err != nil:
+		return activities.DeleteNodeResponse{}, fmt.Errorf("remove finalizer %s from node %s: %w", activities.TerminationFinalizer, node.Name, err)
+	}
 	if node.DeletionTimestamp == nil {
 		err := a.clientset.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &node.UID},
@@ -55,18 +75,6 @@ func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRe
 		case err != nil:
 			return activities.DeleteNodeResponse{}, fmt.Errorf("delete node %s: %w", node.Name, err)
 		}
-	}
-
-	_, _, err = a.updateNode(ctx, node.Name, func(current *corev1.Node) {
-		if current.UID != node.UID {
-			return // a new Node took the name meanwhile
-		}
-		current.Finalizers = slices.DeleteFunc(current.Finalizers, func(f string) bool {
-			return f == activities.TerminationFinalizer
-		})
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return activities.DeleteNodeResponse{}, fmt.Errorf("remove finalizer %s from node %s: %w", activities.TerminationFinalizer, node.Name, err)
 	}
 	logger.Info("Deleted node")
 	return activities.DeleteNodeResponse{Deleted: true}, nil

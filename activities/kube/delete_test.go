@@ -2,9 +2,12 @@ package kube
 
 import (
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/cluster/clustertesting"
@@ -97,5 +100,49 @@ func TestDeleteNodeLeavesANodeOfAnotherInstanceAlone(t *testing.T) {
 	}
 	if live := getNode(t, node.Name); live.DeletionTimestamp != nil {
 		t.Error("the other instance's Node is being deleted")
+	}
+}
+
+// Millwright's own deletion never shows the Node terminating behind its
+// finalizer: that is what `kubectl delete node` looks like to the node
+// watchers, which would then signal the workflow that is deleting it.
+func TestDeleteNodeNeverShowsTheNodeTerminating(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("vanishing").withoutKwok().finalizer(activities.TerminationFinalizer).build())
+	watcher, err := testClientset.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{
+		FieldSelector: "metadata.name=" + node.Name, ResourceVersion: node.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+
+	resp, err := execute[activities.DeleteNodeResponse](h, nil, h.activities.DeleteNode, activities.DeleteNodeRequest{NodeName: node.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Deleted {
+		t.Error("Deleted = false, want true")
+	}
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				t.Fatal("watch closed before the Node was deleted")
+			}
+			seen, isNode := ev.Object.(*corev1.Node)
+			if !isNode {
+				t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			if ev.Type == watch.Deleted {
+				return
+			}
+			if seen.DeletionTimestamp != nil {
+				t.Fatalf("the Node was seen terminating (%s event with deletionTimestamp %s)", ev.Type, seen.DeletionTimestamp)
+			}
+		case <-timeout:
+			t.Fatal("no Deleted event within a minute")
+		}
 	}
 }

@@ -102,8 +102,11 @@ type result struct {
 	// there (where a scale-down round's time goes).
 	downWorkflowTaskWait, downActivityWait taskLatency
 	downActivities                         latencyBy
-	toZero                                 time.Duration
-	nodesLeft, instancesLeft               int
+	// downKubeAPI is the Kubernetes API requests' time while scaling to
+	// zero, by activity, verb and resource.
+	downKubeAPI              latencyBy
+	toZero                   time.Duration
+	nodesLeft, instancesLeft int
 	// zeroTimeline is the pool's Node count each time it changed while
 	// scaling to zero ("+31s 52" …), to show the disruption rounds.
 	zeroTimeline                     []string
@@ -133,6 +136,7 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "    Nodes as they went    %s\n", strings.Join(r.zeroTimeline, ", "))
 	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, while scaling to zero)\n", r.downWorkflowTaskWait, r.downActivityWait)
 	fmt.Fprintf(&b, "    activity time         %s\n", r.downActivities)
+	fmt.Fprintf(&b, "    Kubernetes API time   %s (the 12 most, by activity, verb and resource)\n", r.downKubeAPI.top(12))
 	fmt.Fprintf(&b, "  worker peak             heap %s, RSS %s\n", mib(r.heapPeak), mib(r.rssPeak))
 	fmt.Fprintf(&b, "  history events          %.1f per node workflow (max %d), provisioner %d in its current run after %d continue-as-new\n", r.eventsPerNode, r.eventsPerNodeMax, r.provisionerEvents, r.provisionerCN)
 	fmt.Fprintf(&b, "  provisioner             %s\n", r.provisioner)
@@ -217,6 +221,7 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 
 	workflowTasksBefore, activitiesBefore = scrapeTaskLatency(s, workflowTaskScheduleToStart), scrapeTaskLatency(s, activityScheduleToStart)
 	activityTimeBefore := scrapeLatencyBy(s, activityExecution, "activity_type")
+	kubeAPIBefore := scrapeLatencyBy(s, kubeAPIDuration, "controller", "verb", "resource")
 	deleted := time.Now()
 	for _, d := range sc.deployments {
 		if err := s.Kube.AppsV1().Deployments(namespace).Delete(ctx, d.name, metav1.DeleteOptions{}); err != nil {
@@ -247,6 +252,7 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	r.downWorkflowTaskWait = scrapeTaskLatency(s, workflowTaskScheduleToStart).minus(workflowTasksBefore)
 	r.downActivityWait = scrapeTaskLatency(s, activityScheduleToStart).minus(activitiesBefore)
 	r.downActivities = scrapeLatencyBy(s, activityExecution, "activity_type").minus(activityTimeBefore)
+	r.downKubeAPI = scrapeLatencyBy(s, kubeAPIDuration, "controller", "verb", "resource").minus(kubeAPIBefore)
 	r.heapPeak, r.rssPeak = memory.stop()
 	measureHistories(ctx, s, &r)
 	return r

@@ -377,12 +377,16 @@ const (
 // scrapeTaskLatency sums name's histogram (_sum, _count; every label set)
 // over the workers' /metrics.
 func scrapeTaskLatency(s *driver.Stack, name string) taskLatency {
-	return scrapeLatencyBy(s, name, "")[""]
+	return scrapeLatencyBy(s, name)[""]
 }
 
 // activityExecution is the SDK's histogram of activity execution time, by
 // activity_type.
 const activityExecution = "temporal_activity_execution_latency"
+
+// kubeAPIDuration is the workers' histogram of Kubernetes API requests, by
+// verb, resource and the calling activity.
+const kubeAPIDuration = "millwright_kube_api_duration_seconds"
 
 // latencyBy is one histogram summed per value of a label.
 type latencyBy map[string]taskLatency
@@ -398,12 +402,19 @@ func (l latencyBy) minus(before latencyBy) latencyBy {
 }
 
 // String lists the label values by total time spent, most first.
-func (l latencyBy) String() string {
+func (l latencyBy) String() string { return l.top(0) }
+
+// top lists the n label values with the most time spent (every one when n
+// is 0), most first.
+func (l latencyBy) top(n int) string {
 	keys := make([]string, 0, len(l))
 	for k := range l {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return l[keys[i]].sum > l[keys[j]].sum })
+	if n > 0 && len(keys) > n {
+		keys = keys[:n]
+	}
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + " " + l[k].String()
@@ -412,8 +423,9 @@ func (l latencyBy) String() string {
 }
 
 // scrapeLatencyBy sums name's histogram (_sum, _count) over the workers'
-// /metrics per value of label ("" sums every label set under "").
-func scrapeLatencyBy(s *driver.Stack, name, label string) latencyBy {
+// /metrics per combination of the labels' values (joined by spaces; no
+// labels sums every label set under "").
+func scrapeLatencyBy(s *driver.Stack, name string, labels ...string) latencyBy {
 	totals := latencyBy{}
 	for _, addr := range s.MetricsAddrs {
 		c := http.Client{Timeout: 2 * time.Second}
@@ -434,9 +446,11 @@ func scrapeLatencyBy(s *driver.Stack, name, label string) latencyBy {
 			}
 			key := ""
 			if i := strings.IndexByte(metric, '{'); i >= 0 {
-				if label != "" {
-					key = labelValue(metric[i:], label)
+				values := make([]string, len(labels))
+				for j, label := range labels {
+					values[j] = labelValue(metric[i:], label)
 				}
+				key = strings.Join(values, " ")
 				metric = metric[:i]
 			}
 			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)

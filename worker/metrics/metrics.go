@@ -91,6 +91,7 @@ type Metrics struct {
 	interruptionReceived *prometheus.CounterVec
 	cloudDuration        *prometheus.HistogramVec
 	cloudErrors          *prometheus.CounterVec
+	kubeAPIDuration      *prometheus.HistogramVec
 
 	// Disruption (Karpenter's voluntary_disruption series).
 	disruptionDecisions *prometheus.CounterVec
@@ -197,6 +198,9 @@ func New(registry *prometheus.Registry) (*Metrics, error) {
 		cloudErrors: counter("cloudprovider", "errors_total",
 			"AWS API calls that failed after the SDK's retries, by service, operation and error code, and with Karpenter's controller, method and provider labels.",
 			"service", "operation", "controller", "method", "provider", "error"),
+		kubeAPIDuration: histogram("kube_api", "duration_seconds",
+			"Duration of Kubernetes API requests (watches excluded; the client's rate limiter waits before), by verb, resource (with subresource) and controller (the activity, or empty outside one).",
+			durationBuckets, "verb", "resource", "controller"),
 		disruptionDecisions: counter("voluntary_disruption", "decisions_total",
 			"Disruption commands decided by the disruption workflow's passes (validations not counted), by decision (delete, replace), reason (empty, underutilized, drifted, unhealthy) and consolidation_type (empty, single, multi; empty for drift and repair).",
 			"decision", "reason", "consolidation_type"),
@@ -225,7 +229,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.nodeClaimsCreated, m.nodeClaimsTerminated, m.nodeClaimsDisrupted, m.nodesCreated, m.nodesLaunched,
 		m.nodesTerminated, m.phaseDuration, m.launchErrors, m.offeringsUnavailable, m.offeringsRejected, m.pendingPods, m.planDuration,
 		m.plannedNodes, m.schedulingDuration, m.queueDepth, m.unschedulablePods, m.podStartupDuration,
-		m.interruptionMessages, m.interruptionReceived, m.cloudDuration, m.cloudErrors, m.nodeWorkflows, m.garbageCollected,
+		m.interruptionMessages, m.interruptionReceived, m.cloudDuration, m.cloudErrors, m.kubeAPIDuration, m.nodeWorkflows, m.garbageCollected,
 		m.disruptionDecisions, m.disruptionEligible, m.disruptionFailures,
 	}
 }

@@ -396,9 +396,6 @@ func (cfg *Config) defaults() error {
 	if cfg.KubeBurst == 0 {
 		cfg.KubeBurst = DefaultKubeBurst
 	}
-	limited := rest.CopyConfig(cfg.Kubernetes)
-	limited.QPS, limited.Burst = cfg.KubeQPS, cfg.KubeBurst
-	cfg.Kubernetes = limited
 	if cfg.ClusterEndpoint == "" {
 		cfg.ClusterEndpoint = cfg.Kubernetes.Host
 	}
@@ -425,6 +422,10 @@ func (cfg *Config) defaults() error {
 		}
 		cfg.Metrics = m
 	}
+	limited := rest.CopyConfig(cfg.Kubernetes)
+	limited.QPS, limited.Burst = cfg.KubeQPS, cfg.KubeBurst
+	limited.Wrap(cfg.Metrics.KubeAPITransport(cfg.Clock))
+	cfg.Kubernetes = limited
 	return nil
 }
 
