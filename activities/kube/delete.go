@@ -45,7 +45,7 @@ func (a *Activities) DeleteNode(ctx context.Context, req activities.DeleteNodeRe
 	}
 	logger := a.logger.With(zap.String("node", node.Name), zap.String("providerID", node.Spec.ProviderID))
 
-	_, _, err = a.updateNode(ctx, node.Name, func(current *corev1.Node) {
+	_, _, err = a.updateReadNode(ctx, node.Name, node, true, func(current *corev1.Node) {
 		if current.UID != node.UID {
 			return // a new Node took the name meanwhile
 		}

@@ -78,6 +78,9 @@ func (a *Activities) UpsertNodeClaim(ctx context.Context, req activities.UpsertN
 		}
 	}
 
+	if current != nil && req.Phase == activities.NodePhaseTerminated {
+		return a.releaseTerminated(ctx, req, current)
+	}
 	node := a.nodeOf(ctx, req.NodeName)
 	desired := desiredNodeClaim(req, current, node)
 	written, err := a.writeNodeClaim(ctx, current, desired)
@@ -92,28 +95,44 @@ func (a *Activities) UpsertNodeClaim(ctx context.Context, req activities.UpsertN
 		return resp, err
 	}
 	resp.Created = current == nil
+	a.recordTransition(ctx, req, current, written, &resp)
+	return resp, nil
+}
+
+// releaseTerminated deletes the NodeClaim of a terminated node without
+// writing its last phase first: the object is going, and two writes per
+// node (metadata, status) were a quarter of the API server's requests in a
+// scale-down. The transition is still reported and its events published.
+// A NodeClaim that other finalizers hold keeps its last written phase.
+func (a *Activities) releaseTerminated(ctx context.Context, req activities.UpsertNodeClaimRequest, current *apisv1.NodeClaim) (activities.UpsertNodeClaimResponse, error) {
+	var resp activities.UpsertNodeClaimResponse
+	if err := a.releaseNodeClaim(ctx, current); err != nil {
+		return resp, err
+	}
+	a.recordTransition(ctx, req, current, current, &resp)
+	return resp, nil
+}
+
+// recordTransition reports and publishes entering req.Phase when current
+// (nil: none yet) was in another phase.
+func (a *Activities) recordTransition(ctx context.Context, req activities.UpsertNodeClaimRequest, current, written *apisv1.NodeClaim, resp *activities.UpsertNodeClaimResponse) {
 	previous := ""
 	if current != nil {
 		previous = current.Status.Phase
 	}
-	if previous != req.Phase {
-		resp.Entered = req.Phase
-		if previous != "" {
-			resp.Left = previous
-			if since, err := time.Parse(time.RFC3339Nano, current.Annotations[PhaseSinceAnnotation]); err == nil && req.At.After(since) {
-				resp.LeftAfter = req.At.Sub(since)
-			}
-		}
-		a.publishTransition(ctx, req, written, previous)
-		a.logger.Debug("NodeClaim phase recorded", zap.String("nodeClaim", req.NodeClaimName),
-			zap.String("phase", req.Phase), zap.String("previous", previous))
+	if previous == req.Phase {
+		return
 	}
-	if req.Phase == activities.NodePhaseTerminated {
-		if err := a.releaseNodeClaim(ctx, written); err != nil {
-			return resp, err
+	resp.Entered = req.Phase
+	if previous != "" {
+		resp.Left = previous
+		if since, err := time.Parse(time.RFC3339Nano, current.Annotations[PhaseSinceAnnotation]); err == nil && req.At.After(since) {
+			resp.LeftAfter = req.At.Sub(since)
 		}
 	}
-	return resp, nil
+	a.publishTransition(ctx, req, written, previous)
+	a.logger.Debug("NodeClaim phase recorded", zap.String("nodeClaim", req.NodeClaimName),
+		zap.String("phase", req.Phase), zap.String("previous", previous))
 }
 
 func validateNodeClaimRequest(req activities.UpsertNodeClaimRequest) error {
