@@ -182,6 +182,11 @@ func (s *Server) serverConfig(sqlConfig *config.SQL, frontendHost string, fronte
 	var c config.Config
 	c.Global.Membership.MaxJoinDuration = 30 * time.Second
 	c.Global.Membership.BroadcastAddress = frontendHost
+	// MILLWRIGHT_TEMPORAL_PPROF_PORT serves the server's pprof on localhost,
+	// to profile it under a benchmark (make scale); off by default.
+	if port, err := strconv.Atoi(os.Getenv("MILLWRIGHT_TEMPORAL_PPROF_PORT")); err == nil && port > 0 {
+		c.Global.PProf = config.PProf{Port: port, Host: "127.0.0.1"}
+	}
 
 	const store = "sqlite-default"
 	c.Persistence.DefaultStore = store
