@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/millwright/millwright/activities"
@@ -57,6 +58,86 @@ func (r *recordingSignaler) sent(workflowID, name string) []sentSignal {
 	return out
 }
 
+// countedNode is a Node with a node claim label, a namespace for its pods
+// and a pod watcher on a fake clock that records its signals.
+type countedNode struct {
+	node       *corev1.Node
+	namespace  string
+	workflowID string
+	clock      *clocktesting.FakeClock
+	signaler   *recordingSignaler
+	pods       corelisters.PodNamespaceLister
+	created    int
+}
+
+func newCountedNode(t *testing.T, prefix string) *countedNode {
+	t.Helper()
+	ctx := t.Context()
+	nodeClaim := clustertesting.UniqueName(prefix)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeClaim, Labels: map[string]string{activities.NodeClaimLabel: nodeClaim}}}
+	if _, err := testKube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testKube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	namespace := clustertesting.CreateNamespace(t, testKube, prefix)
+
+	c := &countedNode{node: node, namespace: namespace, workflowID: workflows.NodeWorkflowID(prefix, nodeClaim),
+		clock: clocktesting.NewFakeClock(time.Now()), signaler: &recordingSignaler{}}
+	factory := informers.NewSharedInformerFactory(testKube, 0)
+	watcher, err := watch.NewPodWatcher(factory, watch.Provisioner{Signaler: c.signaler, Cluster: prefix, TaskQueue: "unused"}, c.clock, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.pods = factory.Core().V1().Pods().Lister().Pods(namespace)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go watcher.Run(ctx)
+	return c
+}
+
+// create binds n new pods to the node.
+func (c *countedNode) create(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		spec := stacktest.PausePodSpec("10m")
+		spec.NodeName = c.node.Name
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%02d", c.created), Namespace: c.namespace}, Spec: spec}
+		c.created++
+		if _, err := testKube.CoreV1().Pods(c.namespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seen waits until the watcher's cache holds n pods.
+func (c *countedNode) seen(t *testing.T, n int) {
+	t.Helper()
+	clustertesting.Eventually(t, time.Minute, fmt.Sprintf("the watcher sees %d pods", n), func(context.Context) (bool, error) {
+		pods, err := c.pods.List(labels.Everything())
+		return len(pods) == n, err
+	})
+}
+
+// counts are the pod counts signalled to the node's workflow, in order.
+func (c *countedNode) counts() []int {
+	var out []int
+	for _, s := range c.signaler.sent(c.workflowID, workflows.SignalPodsChanged) {
+		out = append(out, s.arg.(workflows.PodsChanged).NonDaemonSetPods)
+	}
+	return out
+}
+
+// signalled waits for len(want) signals and checks their counts.
+func (c *countedNode) signalled(t *testing.T, what string, want ...int) {
+	t.Helper()
+	clustertesting.Eventually(t, time.Minute, what, func(context.Context) (bool, error) {
+		return len(c.counts()) >= len(want), nil
+	})
+	if got := c.counts(); !slices.Equal(got, want) {
+		t.Fatalf("%s: counts signalled %v, want %v", what, got, want)
+	}
+}
+
 // The pods bound to a node in one burst reach its workflow as one
 // pods-changed signal with the final count, sent a second after the first
 // of them (not one signal per pod).
@@ -64,57 +145,17 @@ func TestPodsBoundTogetherAreOnePodsChangedSignal(t *testing.T) {
 	if testKube == nil {
 		t.Skip("needs the local stack (not with -short)")
 	}
-	ctx := t.Context()
 	const pods = 20
-	nodeClaim := clustertesting.UniqueName("counted")
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeClaim, Labels: map[string]string{activities.NodeClaimLabel: nodeClaim}}}
-	if _, err := testKube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testKube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
-	namespace := clustertesting.CreateNamespace(t, testKube, "counted")
-
-	clock := clocktesting.NewFakeClock(time.Now())
-	signaler := &recordingSignaler{}
-	factory := informers.NewSharedInformerFactory(testKube, 0)
-	watcher, err := watch.NewPodWatcher(factory, watch.Provisioner{Signaler: signaler, Cluster: "counted", TaskQueue: "unused"}, clock, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go watcher.Run(ctx)
-
-	for i := range pods {
-		spec := stacktest.PausePodSpec("10m")
-		spec.NodeName = node.Name
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%02d", i), Namespace: namespace}, Spec: spec}
-		if _, err := testKube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	podLister := factory.Core().V1().Pods().Lister().Pods(namespace)
-	clustertesting.Eventually(t, time.Minute, "the watcher sees every pod", func(context.Context) (bool, error) {
-		seen, err := podLister.List(labels.Everything())
-		return len(seen) == pods, err
-	})
-	workflowID := workflows.NodeWorkflowID("counted", nodeClaim)
-	if sent := signaler.sent(workflowID, workflows.SignalPodsChanged); len(sent) != 0 {
-		t.Fatalf("%d pods-changed signal(s) sent before the gathering delay: %+v", len(sent), sent)
+	c := newCountedNode(t, "counted")
+	c.create(t, pods)
+	c.seen(t, pods)
+	if sent := c.counts(); len(sent) != 0 {
+		t.Fatalf("%d pods-changed signal(s) sent before the gathering delay: %v", len(sent), sent)
 	}
 
-	clock.Step(time.Second)
+	c.clock.Step(time.Second)
 
-	clustertesting.Eventually(t, time.Minute, "a pods-changed signal", func(context.Context) (bool, error) {
-		return len(signaler.sent(workflowID, workflows.SignalPodsChanged)) > 0, nil
-	})
-	sent := signaler.sent(workflowID, workflows.SignalPodsChanged)
-	if len(sent) != 1 {
-		t.Fatalf("%d pods-changed signals, want 1: %+v", len(sent), sent)
-	}
-	if got := sent[0].arg.(workflows.PodsChanged).NonDaemonSetPods; got != pods {
-		t.Errorf("signalled count %d, want %d", got, pods)
-	}
+	c.signalled(t, "one pods-changed signal with the final count", pods)
 }
 
 // After a node's count is signalled, changes that neither empty it nor
@@ -124,91 +165,29 @@ func TestPodCountsThatCrossNoZeroWaitForTheRefresh(t *testing.T) {
 	if testKube == nil {
 		t.Skip("needs the local stack (not with -short)")
 	}
-	ctx := t.Context()
-	nodeClaim := clustertesting.UniqueName("refreshed")
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeClaim, Labels: map[string]string{activities.NodeClaimLabel: nodeClaim}}}
-	if _, err := testKube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testKube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
-	namespace := clustertesting.CreateNamespace(t, testKube, "refreshed")
+	c := newCountedNode(t, "refreshed")
+	c.create(t, 3)
+	c.seen(t, 3)
+	c.clock.Step(time.Second)
+	c.signalled(t, "leaving zero goes after the gathering delay", 3)
 
-	clock := clocktesting.NewFakeClock(time.Now())
-	signaler := &recordingSignaler{}
-	factory := informers.NewSharedInformerFactory(testKube, 0)
-	watcher, err := watch.NewPodWatcher(factory, watch.Provisioner{Signaler: signaler, Cluster: "refreshed", TaskQueue: "unused"}, clock, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go watcher.Run(ctx)
-
-	podLister := factory.Core().V1().Pods().Lister().Pods(namespace)
-	next := 0
-	create := func(n int) {
-		t.Helper()
-		for range n {
-			spec := stacktest.PausePodSpec("10m")
-			spec.NodeName = node.Name
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%02d", next), Namespace: namespace}, Spec: spec}
-			next++
-			if _, err := testKube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	deleteAll := func() {
-		t.Helper()
-		if err := testKube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seen := func(n int) {
-		t.Helper()
-		clustertesting.Eventually(t, time.Minute, fmt.Sprintf("the watcher sees %d pods", n), func(context.Context) (bool, error) {
-			pods, err := podLister.List(labels.Everything())
-			return len(pods) == n, err
-		})
-	}
-	workflowID := workflows.NodeWorkflowID("refreshed", nodeClaim)
-	counts := func() []int {
-		var out []int
-		for _, s := range signaler.sent(workflowID, workflows.SignalPodsChanged) {
-			out = append(out, s.arg.(workflows.PodsChanged).NonDaemonSetPods)
-		}
-		return out
-	}
-	signalled := func(what string, want ...int) {
-		t.Helper()
-		clustertesting.Eventually(t, time.Minute, what, func(context.Context) (bool, error) {
-			return len(counts()) >= len(want), nil
-		})
-		if got := counts(); !slices.Equal(got, want) {
-			t.Fatalf("%s: counts signalled %v, want %v", what, got, want)
-		}
-	}
-
-	create(3)
-	seen(3)
-	clock.Step(time.Second)
-	signalled("leaving zero goes after the gathering delay", 3)
-
-	create(2)
-	seen(5)
-	clock.Step(time.Second)
+	c.create(t, 2)
+	c.seen(t, 5)
+	c.clock.Step(time.Second)
 	// Held: had 5 gone now, it would come before 6 below.
-	create(1)
-	seen(6)
-	clock.Step(time.Second)
-	clock.Step(30 * time.Second)
-	signalled("the last count after the refresh", 3, 6)
+	c.create(t, 1)
+	c.seen(t, 6)
+	c.clock.Step(time.Second)
+	c.clock.Step(30 * time.Second)
+	c.signalled(t, "the last count after the refresh", 3, 6)
 
-	create(1)
-	seen(7)
-	clock.Step(time.Second)
-	deleteAll()
-	seen(0)
-	clock.Step(time.Second)
-	signalled("reaching zero goes after the gathering delay, the held 7 never", 3, 6, 0)
+	c.create(t, 1)
+	c.seen(t, 7)
+	c.clock.Step(time.Second)
+	if err := testKube.CoreV1().Pods(c.namespace).DeleteCollection(t.Context(), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.seen(t, 0)
+	c.clock.Step(time.Second)
+	c.signalled(t, "reaching zero goes after the gathering delay, the held 7 never", 3, 6, 0)
 }
