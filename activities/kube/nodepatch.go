@@ -13,8 +13,9 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// updateNode reads the Node called name, lets mutate change a copy, and
-// writes the difference as a strategic merge patch carrying the
+// updateNode reads the Node called name (its first attempt from the
+// activities' informer when that has synced; see updateReadNode), lets
+// mutate change a copy, and writes the difference as a strategic merge patch carrying the
 // resourceVersion it read. The API server refuses the patch with Conflict if
 // anyone wrote the Node in between; RetryOnConflict then re-reads and
 // re-applies mutate, so a concurrent change (the kubelet's status, another

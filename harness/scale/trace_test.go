@@ -388,7 +388,7 @@ const activityExecution = "temporal_activity_execution_latency"
 // verb, resource and the calling activity.
 const kubeAPIDuration = "millwright_kube_api_duration_seconds"
 
-// latencyBy is one histogram summed per value of a label.
+// latencyBy is one histogram summed per combination of some labels' values.
 type latencyBy map[string]taskLatency
 
 func (l latencyBy) minus(before latencyBy) latencyBy {

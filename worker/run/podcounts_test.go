@@ -72,6 +72,9 @@ type countedNode struct {
 
 func newCountedNode(t *testing.T, prefix string) *countedNode {
 	t.Helper()
+	if testKube == nil {
+		t.Skip("needs the local stack (not with -short)")
+	}
 	ctx := t.Context()
 	nodeClaim := clustertesting.UniqueName(prefix)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeClaim, Labels: map[string]string{activities.NodeClaimLabel: nodeClaim}}}
@@ -142,9 +145,6 @@ func (c *countedNode) signalled(t *testing.T, what string, want ...int) {
 // pods-changed signal with the final count, sent a second after the first
 // of them (not one signal per pod).
 func TestPodsBoundTogetherAreOnePodsChangedSignal(t *testing.T) {
-	if testKube == nil {
-		t.Skip("needs the local stack (not with -short)")
-	}
 	const pods = 20
 	c := newCountedNode(t, "counted")
 	c.create(t, pods)
@@ -162,9 +162,6 @@ func TestPodsBoundTogetherAreOnePodsChangedSignal(t *testing.T) {
 // end its emptiness wait for the refresh interval (the last count goes
 // then); reaching zero or leaving it goes after the gathering delay.
 func TestPodCountsThatCrossNoZeroWaitForTheRefresh(t *testing.T) {
-	if testKube == nil {
-		t.Skip("needs the local stack (not with -short)")
-	}
 	c := newCountedNode(t, "refreshed")
 	c.create(t, 3)
 	c.seen(t, 3)
