@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // updateReadNode starts from a copy of the Node to save a read. A copy that
@@ -27,9 +28,10 @@ func TestUpdateReadNodeFromACopy(t *testing.T) {
 	}
 
 	older := createNode(t, newNode("older").withoutKwok().build())
-	meanwhile := getNode(t, older.Name)
-	meanwhile.Labels["written-meanwhile"] = "yes"
-	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), meanwhile, metav1.UpdateOptions{}); err != nil {
+	// A patch, not an Update: the controller-manager writes a new Node too
+	// (taints, podCIDR), and an Update racing it fails with a Conflict.
+	labelMeanwhile := []byte(`{"metadata":{"labels":{"written-meanwhile":"yes"}}}`)
+	if _, err := testClientset.CoreV1().Nodes().Patch(t.Context(), older.Name, types.MergePatchType, labelMeanwhile, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := h.activities.updateReadNode(t.Context(), older.Name, older, true, cordon); err != nil {
