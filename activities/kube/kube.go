@@ -77,6 +77,12 @@ type Config struct {
 	// Identity names this worker in the Leases it holds (the pod name in
 	// a cluster). Default: the host name.
 	Identity string
+	// NodeClaims, when set, is a synced cache of NodeClaims (the worker's
+	// shared informer) that UpsertNodeClaim reads instead of the API
+	// server. Its writes are guarded by the copy's resourceVersion, so a
+	// stale copy costs a Conflict and a live read, never a lost write.
+	// Default: every UpsertNodeClaim reads the NodeClaim live.
+	NodeClaims cache.GenericLister
 }
 
 // InvalidConfigError names the Config field that makes it unusable.
@@ -111,6 +117,7 @@ type Activities struct {
 	leaseNamespace       string
 	events               events.Recorder
 	identity             string
+	nodeClaims           cache.GenericLister
 	leases               leaseObservations
 	// apiTroubleAt is when (UnixNano of clock) the API server last broke
 	// the Node watch or failed a drain's read; 0 never.
@@ -156,6 +163,7 @@ func New(cfg Config) (*Activities, error) {
 		leaseNamespace:       cfg.LeaseNamespace,
 		events:               cfg.Events,
 		identity:             cfg.Identity,
+		nodeClaims:           cfg.NodeClaims,
 		stop:                 make(chan struct{}),
 	}
 	if a.identity == "" {

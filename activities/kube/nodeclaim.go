@@ -32,9 +32,10 @@ var NodeClaimResource = apisv1.GroupVersion.WithResource("nodeclaims")
 const (
 	// WorkflowIDAnnotation names the node workflow the NodeClaim mirrors.
 	WorkflowIDAnnotation = apisv1.Group + "/workflow-id"
-	// PhaseSinceAnnotation is when the node entered its recorded phase
-	// (RFC 3339, workflow time): phase durations are measured from it.
-	PhaseSinceAnnotation = apisv1.Group + "/phase-since"
+	// LegacyPhaseSinceAnnotation held, before status.phaseSince, when the
+	// node entered its recorded phase (RFC 3339): it is still read from
+	// NodeClaims written then, and removed by their next write.
+	LegacyPhaseSinceAnnotation = apisv1.Group + "/phase-since"
 )
 
 // InvalidNodeClaimRequestErrorType fails an UpsertNodeClaim request that
@@ -59,25 +60,68 @@ func (a *Activities) UpsertNodeClaim(ctx context.Context, req activities.UpsertN
 	if err := validateNodeClaimRequest(req); err != nil {
 		return resp, temporal.NewNonRetryableApplicationError(err.Error(), InvalidNodeClaimRequestErrorType, nil)
 	}
-	client := a.dynamic.Resource(NodeClaimResource)
-	var current *apisv1.NodeClaim
-	u, err := client.Get(ctx, req.NodeClaimName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if activities.NodePhaseLeaving(req.Phase) {
-			resp.Skipped = "the NodeClaim is gone and the node is leaving: not recreated"
-			a.publishTransition(ctx, req, nil, "")
-			return resp, nil
+	current, live, err := a.readNodeClaim(ctx, req.NodeClaimName)
+	if err != nil {
+		return resp, err
+	}
+	resp, err = a.upsertNodeClaimFrom(ctx, req, current)
+	if apierrors.IsConflict(err) || (!live && apierrors.IsNotFound(err)) {
+		// The copy was stale (the cache lags, or someone wrote since the
+		// read): every write is guarded by its resourceVersion, so nothing
+		// was lost. Once more from a live read.
+		if current, err = a.getNodeClaim(ctx, req.NodeClaimName); err != nil {
+			return resp, err
 		}
-	case err != nil:
-		return resp, fmt.Errorf("get NodeClaim %s: %w", req.NodeClaimName, err)
-	default:
-		current = &apisv1.NodeClaim{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, current); err != nil {
-			return resp, fmt.Errorf("decode NodeClaim %s: %w", req.NodeClaimName, err)
+		return a.upsertNodeClaimFrom(ctx, req, current)
+	}
+	return resp, err
+}
+
+// readNodeClaim is the NodeClaim called name from the cache when there is
+// one and it holds the NodeClaim, else from the API server (live); nil when
+// there is none. A cache miss is read live: a NodeClaim created a moment
+// ago may not be in it yet.
+func (a *Activities) readNodeClaim(ctx context.Context, name string) (claim *apisv1.NodeClaim, live bool, err error) {
+	if a.nodeClaims != nil {
+		if obj, err := a.nodeClaims.Get(name); err == nil {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				claim := &apisv1.NodeClaim{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), claim); err == nil {
+					return claim, false, nil
+				}
+			}
 		}
 	}
+	claim, err = a.getNodeClaim(ctx, name)
+	return claim, true, err
+}
 
+// getNodeClaim reads the NodeClaim called name from the API server; nil
+// when there is none.
+func (a *Activities) getNodeClaim(ctx context.Context, name string) (*apisv1.NodeClaim, error) {
+	u, err := a.dynamic.Resource(NodeClaimResource).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get NodeClaim %s: %w", name, err)
+	}
+	claim := &apisv1.NodeClaim{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, claim); err != nil {
+		return nil, fmt.Errorf("decode NodeClaim %s: %w", name, err)
+	}
+	return claim, nil
+}
+
+// upsertNodeClaimFrom writes req's phase over current (nil: there is no
+// NodeClaim). Its writes are guarded by current's resourceVersion.
+func (a *Activities) upsertNodeClaimFrom(ctx context.Context, req activities.UpsertNodeClaimRequest, current *apisv1.NodeClaim) (activities.UpsertNodeClaimResponse, error) {
+	var resp activities.UpsertNodeClaimResponse
+	if current == nil && activities.NodePhaseLeaving(req.Phase) {
+		resp.Skipped = "the NodeClaim is gone and the node is leaving: not recreated"
+		a.publishTransition(ctx, req, nil, "")
+		return resp, nil
+	}
 	if current != nil && req.Phase == activities.NodePhaseTerminated {
 		return a.releaseTerminated(ctx, req, current)
 	}
@@ -114,6 +158,18 @@ func (a *Activities) releaseTerminated(ctx context.Context, req activities.Upser
 	return resp, nil
 }
 
+// phaseSince is when claim entered its recorded phase; zero when unknown.
+func phaseSince(claim *apisv1.NodeClaim) time.Time {
+	if claim.Status.PhaseSince != nil {
+		return claim.Status.PhaseSince.Time
+	}
+	since, err := time.Parse(time.RFC3339Nano, claim.Annotations[LegacyPhaseSinceAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return since
+}
+
 // recordTransition reports and publishes entering req.Phase when current
 // (nil: none yet) was in another phase.
 func (a *Activities) recordTransition(ctx context.Context, req activities.UpsertNodeClaimRequest, current, written *apisv1.NodeClaim, resp *activities.UpsertNodeClaimResponse) {
@@ -127,7 +183,7 @@ func (a *Activities) recordTransition(ctx context.Context, req activities.Upsert
 	resp.Entered = req.Phase
 	if previous != "" {
 		resp.Left = previous
-		if since, err := time.Parse(time.RFC3339Nano, current.Annotations[PhaseSinceAnnotation]); err == nil && req.At.After(since) {
+		if since := phaseSince(current); !since.IsZero() && req.At.After(since) {
 			resp.LeftAfter = req.At.Sub(since)
 		}
 	}
@@ -199,7 +255,9 @@ func (a *Activities) writeNodeClaim(ctx context.Context, current, desired *apisv
 			patched, err := a.patchNodeClaim(ctx, desired.Name, map[string]any{
 				"metadata": map[string]any{
 					"resourceVersion": current.ResourceVersion,
-					"labels":          desired.Labels, "annotations": desired.Annotations, "finalizers": desired.Finalizers,
+					"labels":          mergePatchOf(current.Labels, desired.Labels),
+					"annotations":     mergePatchOf(current.Annotations, desired.Annotations),
+					"finalizers":      desired.Finalizers,
 				},
 				"spec": desired.Spec,
 			})
@@ -212,7 +270,28 @@ func (a *Activities) writeNodeClaim(ctx context.Context, current, desired *apisv
 	if equality.Semantic.DeepEqual(written.Status, desired.Status) {
 		return written, nil
 	}
-	return a.patchNodeClaim(ctx, desired.Name, map[string]any{"status": desired.Status}, "status")
+	// Guarded like the metadata: the status was computed from written's
+	// conditions, and a merge patch replaces the whole list.
+	return a.patchNodeClaim(ctx, desired.Name, map[string]any{
+		"metadata": map[string]any{"resourceVersion": written.ResourceVersion},
+		"status":   desired.Status,
+	}, "status")
+}
+
+// mergePatchOf is the JSON merge patch that turns the map current into
+// desired: desired's entries, and null for each key desired drops (a merge
+// patch leaves a key it does not name).
+func mergePatchOf(current, desired map[string]string) map[string]any {
+	patch := make(map[string]any, len(desired))
+	for k, v := range desired {
+		patch[k] = v
+	}
+	for k := range current {
+		if _, kept := desired[k]; !kept {
+			patch[k] = nil
+		}
+	}
+	return patch
 }
 
 // patchNodeClaim applies a JSON merge patch to the NodeClaim (or its
@@ -264,12 +343,12 @@ func desiredNodeClaim(req activities.UpsertNodeClaimRequest, current *apisv1.Nod
 		TypeMeta:   metav1.TypeMeta{APIVersion: apisv1.GroupVersion.String(), Kind: "NodeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: req.NodeClaimName},
 	}
-	phaseSince := req.At
+	entered := req.At
 	if current != nil {
 		claim.ObjectMeta = *current.ObjectMeta.DeepCopy()
 		claim.Status = *current.Status.DeepCopy()
-		if since, err := time.Parse(time.RFC3339Nano, current.Annotations[PhaseSinceAnnotation]); err == nil && current.Status.Phase == req.Phase {
-			phaseSince = since
+		if since := phaseSince(current); !since.IsZero() && current.Status.Phase == req.Phase {
+			entered = since
 		}
 	}
 	claim.Labels = mergeStrings(claim.Labels, req.Labels)
@@ -284,7 +363,7 @@ func desiredNodeClaim(req activities.UpsertNodeClaimRequest, current *apisv1.Nod
 		delete(claim.Labels, apisv1.LabelNodeClass)
 	}
 	claim.Annotations = mergeStrings(claim.Annotations, req.Annotations)
-	claim.Annotations[PhaseSinceAnnotation] = phaseSince.UTC().Format(time.RFC3339Nano)
+	delete(claim.Annotations, LegacyPhaseSinceAnnotation) // now status.phaseSince
 	if req.WorkflowID != "" {
 		claim.Annotations[WorkflowIDAnnotation] = req.WorkflowID
 	}
@@ -305,6 +384,9 @@ func desiredNodeClaim(req activities.UpsertNodeClaimRequest, current *apisv1.Nod
 	}
 
 	claim.Status.Phase = req.Phase
+	// MicroTime holds microseconds: what the API server returns compares
+	// equal to what was written.
+	claim.Status.PhaseSince = &metav1.MicroTime{Time: entered.UTC().Truncate(time.Microsecond)}
 	if req.NodeName != "" {
 		claim.Status.NodeName = req.NodeName
 	}

@@ -2,14 +2,21 @@ package kube
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -303,5 +310,185 @@ func TestUpsertNodeClaimRefusesBadRequests(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one saying %q", err, want)
 		}
+	}
+}
+
+// nodeClaimRequests counts a client's NodeClaim requests by method.
+type nodeClaimRequests struct {
+	mu       sync.Mutex
+	byMethod map[string]int
+}
+
+func (c *nodeClaimRequests) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	taken := c.byMethod
+	c.byMethod = map[string]int{}
+	return taken
+}
+
+// countingDynamic is a dynamic client of the test control plane that counts
+// its NodeClaim requests.
+func countingDynamic(t *testing.T) (dynamic.Interface, *nodeClaimRequests) {
+	t.Helper()
+	counts := &nodeClaimRequests{byMethod: map[string]int{}}
+	cfg := testCluster.RESTConfig()
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.Contains(r.URL.Path, "/nodeclaims") {
+				counts.mu.Lock()
+				counts.byMethod[r.Method]++
+				counts.mu.Unlock()
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, counts
+}
+
+// With a NodeClaim cache, a phase is one status write: no read, and no
+// metadata write (the phase's start is status.phaseSince). A stale copy
+// costs a Conflict and a live read: the phase is still recorded once, and
+// a retry of a recorded phase publishes nothing.
+func TestUpsertNodeClaimFromTheCache(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	name := "nc-cached"
+	writer := newHarness(t)
+	liveCopy := func() *unstructured.Unstructured {
+		u, err := testDynamic.Resource(NodeClaimResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if _, err := writer.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseLaunching, t0)); err != nil {
+		t.Fatal(err)
+	}
+	launching := liveCopy()
+	if _, err := writer.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseRegistering, t0.Add(time.Minute), launched(t0))); err != nil {
+		t.Fatal(err)
+	}
+
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	dyn, requests := countingDynamic(t)
+	fake := record.NewFakeRecorder(100)
+	h := newHarness(t, withEvents(events.NewRecorder(fake, clocktesting.NewFakeClock(t0))), func(cfg *Config) {
+		cfg.Dynamic = dyn
+		cfg.NodeClaims = cache.NewGenericLister(claims, NodeClaimResource.GroupResource())
+	})
+	cacheHolds := func(u *unstructured.Unstructured) {
+		t.Helper()
+		if err := claims.Update(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	draining := func(at time.Duration) activities.UpsertNodeClaimRequest {
+		return nodeClaimRequest(name, activities.NodePhaseDraining, t0.Add(at), launched(t0), terminating("Expired"))
+	}
+
+	steps := []struct {
+		name         string
+		cached       *unstructured.Unstructured // nil: the live NodeClaim
+		req          activities.UpsertNodeClaimRequest
+		wantResponse activities.UpsertNodeClaimResponse
+		wantEvents   int
+		wantRequests map[string]int
+	}{
+		{
+			name: "a fresh copy", req: draining(2 * time.Minute),
+			wantResponse: activities.UpsertNodeClaimResponse{Entered: "Draining", Left: "Registering", LeftAfter: time.Minute},
+			wantEvents:   1, wantRequests: map[string]int{http.MethodPatch: 1},
+		},
+		{
+			name: "a stale copy, retrying a recorded phase", cached: launching, req: draining(2*time.Minute + time.Second),
+			wantRequests: map[string]int{http.MethodPatch: 1, http.MethodGet: 1}, // the Conflict, the live read
+		},
+		{
+			name: "a stale copy, a new phase", cached: launching, req: nodeClaimRequest(name, activities.NodePhaseTerminating, t0.Add(3*time.Minute), launched(t0), terminating("Expired")),
+			wantResponse: activities.UpsertNodeClaimResponse{Entered: "Terminating", Left: "Draining", LeftAfter: time.Minute},
+			wantRequests: map[string]int{http.MethodPatch: 2, http.MethodGet: 1}, // Draining published the node's leaving
+		},
+	}
+	for _, step := range steps {
+		cached := step.cached
+		if cached == nil {
+			cached = liveCopy()
+		}
+		cacheHolds(cached)
+		requests.take()
+		resp, err := h.activities.UpsertNodeClaim(ctx, step.req)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if resp != step.wantResponse {
+			t.Errorf("%s: response %+v, want %+v", step.name, resp, step.wantResponse)
+		}
+		if got := publishedEvents(fake); len(got) != step.wantEvents {
+			t.Errorf("%s: events %q, want %d", step.name, got, step.wantEvents)
+		}
+		if got := requests.take(); !equality.Semantic.DeepEqual(got, step.wantRequests) {
+			t.Errorf("%s: NodeClaim requests %v, want %v", step.name, got, step.wantRequests)
+		}
+		claim, err := h.nodeClaim(t, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claim.Status.Phase != step.req.Phase || claim.Status.PhaseSince == nil {
+			t.Errorf("%s: phase %s since %v, want %s", step.name, claim.Status.Phase, claim.Status.PhaseSince, step.req.Phase)
+		}
+		if _, ok := claim.Annotations[LegacyPhaseSinceAnnotation]; ok {
+			t.Errorf("%s: the legacy %s annotation is written", step.name, LegacyPhaseSinceAnnotation)
+		}
+	}
+	if claim, _ := h.nodeClaim(t, name); !claim.Status.PhaseSince.Time.Equal(t0.Add(3 * time.Minute)) {
+		t.Errorf("phaseSince %v, want t0+3m", claim.Status.PhaseSince)
+	}
+
+	// Terminated from a stale copy: the guarded finalizer patch conflicts,
+	// and the live read releases the NodeClaim.
+	cacheHolds(launching)
+	resp, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseTerminated, t0.Add(4*time.Minute), launched(t0), terminating("Expired")))
+	if err != nil || resp.Entered != "Terminated" || resp.Left != "Terminating" || resp.LeftAfter != time.Minute {
+		t.Fatalf("Terminated: %+v, %v", resp, err)
+	}
+	if _, err := h.nodeClaim(t, name); !apierrors.IsNotFound(err) {
+		t.Errorf("NodeClaim of a terminated node: %v, want NotFound", err)
+	}
+}
+
+// A NodeClaim written before status.phaseSince kept the phase's start in an
+// annotation: it is still read, and the next write moves it to the status.
+func TestUpsertNodeClaimReadsTheLegacyPhaseSince(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	name := "nc-legacy"
+	h := newHarness(t)
+	if _, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseLaunching, t0)); err != nil {
+		t.Fatal(err)
+	}
+	// As the previous release wrote it: the annotation, no status field.
+	client := testDynamic.Resource(NodeClaimResource)
+	legacy := []byte(`{"metadata":{"annotations":{"` + LegacyPhaseSinceAnnotation + `":"` + t0.Format(time.RFC3339Nano) + `"}}}`)
+	if _, err := client.Patch(ctx, name, types.MergePatchType, legacy, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Patch(ctx, name, types.MergePatchType, []byte(`{"status":{"phaseSince":null}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.activities.UpsertNodeClaim(ctx, nodeClaimRequest(name, activities.NodePhaseRegistering, t0.Add(90*time.Second), launched(t0)))
+	if err != nil || resp.Entered != "Registering" || resp.LeftAfter != 90*time.Second {
+		t.Fatalf("Registering: %+v, %v; want Launching left after 90s", resp, err)
+	}
+	claim, err := h.nodeClaim(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claim.Annotations[LegacyPhaseSinceAnnotation]; ok || claim.Status.PhaseSince == nil || !claim.Status.PhaseSince.Time.Equal(t0.Add(90*time.Second)) {
+		t.Errorf("annotations %v, phaseSince %v: want the annotation gone and phaseSince t0+90s", claim.Annotations, claim.Status.PhaseSince)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
@@ -74,6 +75,11 @@ type Config struct {
 	// Identity names this worker in the Leases it holds. Default: the
 	// host name.
 	Identity string
+
+	// NodeClaims is the worker's synced NodeClaim cache, read by
+	// UpsertNodeClaim instead of the API server (kube.Config.NodeClaims).
+	// Default: NodeClaims are read live.
+	NodeClaims cache.GenericLister
 
 	// Events publishes the activities' Kubernetes events (events.Broadcast).
 	// Default: events.Discard.
@@ -146,6 +152,7 @@ func New(cfg Config) (*Activities, error) {
 	kubeActivities, err := kube.New(kube.Config{
 		Clientset: cfg.Kubernetes, Dynamic: cfg.Dynamic, Clock: cfg.Clock, Logger: cfg.Logger,
 		PollInterval: cfg.KubePollInterval, LeaseNamespace: cfg.LeaseNamespace, Events: cfg.Events, Identity: cfg.Identity,
+		NodeClaims: cfg.NodeClaims,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("millwright activities: %w", err)

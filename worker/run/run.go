@@ -24,11 +24,13 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/cloud"
 	"github.com/millwright/millwright/activities/events"
+	"github.com/millwright/millwright/activities/kube"
 	"github.com/millwright/millwright/activities/millwright"
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/worker/garbagecollection"
@@ -196,6 +198,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("worker: Pricing client: %w", err)
 	}
+	// NodeClaims are served only once the CRD is installed (a cluster whose
+	// CRDs predate it runs without them). When served, the activities read
+	// them from the informer the NodeClaim watcher shares.
+	nodeClaimsServed := servesNodeClaims(kubeClient)
+	var nodeClaims cache.GenericLister
+	if nodeClaimsServed {
+		nodeClaims = dynamicFactory.ForResource(kube.NodeClaimResource).Lister()
+	}
 	// Events (deduplicated, rate limited, then aggregated by client-go's
 	// correlator) from the activities and the watchers alike.
 	recorder, stopEvents := events.Broadcast(ctx, kubeClient, cfg.Clock)
@@ -220,6 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 		LeaseNamespace:      cfg.LeaseNamespace,
 		Events:              recorder,
 		Identity:            cfg.Identity,
+		NodeClaims:          nodeClaims,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: activities: %w", err)
@@ -247,10 +258,9 @@ func Run(ctx context.Context, cfg Config) error {
 	disruption := watch.Disruption{Signaler: cfg.Temporal, Cluster: cfg.ClusterName, TaskQueue: cfg.TaskQueue, Input: cfg.Disruption}
 	trigger := watch.NewTrigger(disruption, logger.Named("disruption"))
 	podWatcher.Disruption, nodeWatcher.Disruption, poolWatcher.Disruption = trigger, trigger, trigger
-	// NodeClaims: deleting one drains its node; served only once the CRD
-	// is installed (a cluster whose CRDs predate it runs without).
+	// NodeClaims: deleting one drains its node.
 	var nodeClaimWatcher *watch.NodeClaimWatcher
-	if servesNodeClaims(kubeClient) {
+	if nodeClaimsServed {
 		nodeClaimWatcher, err = watch.NewNodeClaimWatcher(dynamicFactory, dynamicClient, cfg.Temporal, cfg.Temporal, cfg.ClusterName, logger.Named("nodeclaims"))
 		if err != nil {
 			return err

@@ -118,6 +118,12 @@ type NodeClaimStatus struct {
 	// Initializing, Ready, Draining, Terminating, Terminated).
 	// +optional
 	Phase string `json:"phase,omitempty"`
+	// PhaseSince is when the node entered Phase (workflow time): how long
+	// it has been there, and what a phase's duration is measured from. It
+	// is status, not an annotation, so that recording a new phase is one
+	// status write.
+	// +optional
+	PhaseSince *metav1.MicroTime `json:"phaseSince,omitempty"`
 	// NodeName is the name of the node's Node.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
