@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/millwright/millwright/activities/planning"
 	"github.com/millwright/millwright/harness/driver"
@@ -109,7 +110,14 @@ type result struct {
 	nodesLeft, instancesLeft int
 	// zeroTimeline is the pool's Node count each time it changed while
 	// scaling to zero ("+31s 52" …), to show the disruption rounds.
-	zeroTimeline                     []string
+	zeroTimeline []string
+	// podsLeaving is when the last of the workload's pods was seen
+	// terminating or gone (the garbage collector's share of the scale to
+	// zero), and emptyToGone each node's time from its last pod leaving to
+	// its Node's deletion: the scale-down target is per empty node
+	// (≤ consolidateAfter + 60 s).
+	podsLeaving                      time.Duration
+	emptyToGone                      []time.Duration
 	heapPeak, rssPeak                int64
 	eventsPerNode                    float64
 	eventsPerNodeMax                 int64
@@ -134,6 +142,8 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "  pod → Ready             p50 %s, p99 %s\n", percentile(r.toReady, 50), percentile(r.toReady, 99))
 	fmt.Fprintf(&b, "  deleted → zero nodes    %s (nodes left %d, instances left %d)\n", r.toZero.Round(100*time.Millisecond), r.nodesLeft, r.instancesLeft)
 	fmt.Fprintf(&b, "    Nodes as they went    %s\n", strings.Join(r.zeroTimeline, ", "))
+	fmt.Fprintf(&b, "    pods all leaving      +%s (the garbage collector's share)\n", r.podsLeaving.Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "    node empty → gone     p50 %s, max %s over %d nodes (target consolidateAfter + 60 s)\n", percentile(r.emptyToGone, 50), percentile(r.emptyToGone, 100), len(r.emptyToGone))
 	fmt.Fprintf(&b, "    task queue wait       workflow tasks %s, activities %s (schedule → start, while scaling to zero)\n", r.downWorkflowTaskWait, r.downActivityWait)
 	fmt.Fprintf(&b, "    activity time         %s\n", r.downActivities)
 	fmt.Fprintf(&b, "    Kubernetes API time   %s (the 12 most, by activity, verb and resource)\n", r.downKubeAPI.top(12))
@@ -229,10 +239,24 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		}
 	}
 	limit = bound(zeroBoundPer1000, r.pods)
+	podsOn := map[string][]types.UID{}
+	for _, pod := range pods {
+		podsOn[pod.Spec.NodeName] = append(podsOn[pod.Spec.NodeName], pod.UID)
+	}
+	goneAt := map[string]time.Time{}
 	for {
 		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + poolName})
 		live := poolInstances(s, true)
 		if err == nil {
+			present := map[string]bool{}
+			for _, n := range nodes.Items {
+				present[n.Name] = true
+			}
+			for name := range podsOn {
+				if _, gone := goneAt[name]; !gone && !present[name] {
+					goneAt[name] = time.Now()
+				}
+			}
 			if len(r.zeroTimeline) == 0 || len(nodes.Items) != r.nodesLeft {
 				r.zeroTimeline = append(r.zeroTimeline, fmt.Sprintf("+%s %d", time.Since(deleted).Round(time.Second), len(nodes.Items)))
 			}
@@ -249,6 +273,7 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 		}
 		time.Sleep(time.Second)
 	}
+	r.podsLeaving, r.emptyToGone = emptiness(tracker, podsOn, goneAt, deleted)
 	r.downWorkflowTaskWait = scrapeTaskLatency(s, workflowTaskScheduleToStart).minus(workflowTasksBefore)
 	r.downActivityWait = scrapeTaskLatency(s, activityScheduleToStart).minus(activitiesBefore)
 	r.downActivities = scrapeLatencyBy(s, activityExecution, "activity_type").minus(activityTimeBefore)
@@ -256,6 +281,32 @@ func runScenario(t *testing.T, s *driver.Stack, sc scenario) result {
 	r.heapPeak, r.rssPeak = memory.stop()
 	measureHistories(ctx, s, &r)
 	return r
+}
+
+// emptiness is when the last pod of podsOn (pods by node) was seen leaving,
+// after deleted, and for each node gone (goneAt) the time from its last
+// pod leaving to its deletion.
+func emptiness(tracker *podTracker, podsOn map[string][]types.UID, goneAt map[string]time.Time, deleted time.Time) (time.Duration, []time.Duration) {
+	var lastLeft time.Time
+	var emptyToGone []time.Duration
+	for node, uids := range podsOn {
+		var empty time.Time
+		for _, uid := range uids {
+			if at, ok := tracker.leavingSince(uid); ok && at.After(empty) {
+				empty = at
+			}
+		}
+		if empty.After(lastLeft) {
+			lastLeft = empty
+		}
+		if gone, ok := goneAt[node]; ok && !empty.IsZero() {
+			emptyToGone = append(emptyToGone, gone.Sub(empty))
+		}
+	}
+	if lastLeft.IsZero() {
+		return 0, emptyToGone
+	}
+	return lastLeft.Sub(deleted), emptyToGone
 }
 
 // poolInstances are the emulator's instances of the pool (live only, or all).

@@ -40,6 +40,8 @@ type podTracker struct {
 	seen          map[types.UID]bool
 	available     map[types.UID]bool
 	unschedulable map[types.UID]time.Time
+	// leftAt is when each pod was first seen terminating or deleted.
+	leftAt map[types.UID]time.Time
 }
 
 func startPodTracker(s *driver.Stack) (*podTracker, error) {
@@ -48,6 +50,7 @@ func startPodTracker(s *driver.Stack) (*podTracker, error) {
 		seen:          map[types.UID]bool{},
 		available:     map[types.UID]bool{},
 		unschedulable: map[types.UID]time.Time{},
+		leftAt:        map[types.UID]time.Time{},
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithNamespace(namespace))
 	informer := factory.Core().V1().Pods().Informer()
@@ -79,6 +82,9 @@ func (t *podTracker) observe(obj any) {
 		t.lastCreated = created
 	}
 	t.available[pod.UID] = stacktest.PodAvailable(pod)
+	if _, known := t.leftAt[pod.UID]; !known && pod.DeletionTimestamp != nil {
+		t.leftAt[pod.UID] = time.Now()
+	}
 	if _, known := t.unschedulable[pod.UID]; !known {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
@@ -96,6 +102,9 @@ func (t *podTracker) forget(obj any) {
 		t.mu.Lock()
 		delete(t.seen, pod.UID)
 		delete(t.available, pod.UID)
+		if _, known := t.leftAt[pod.UID]; !known {
+			t.leftAt[pod.UID] = time.Now()
+		}
 		t.mu.Unlock()
 	}
 }
@@ -111,6 +120,14 @@ func (t *podTracker) counts() (existing, running int, lastCreated time.Time) {
 		}
 	}
 	return len(t.seen), running, t.lastCreated
+}
+
+// leavingSince is when pod was first seen terminating or deleted.
+func (t *podTracker) leavingSince(pod types.UID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.leftAt[pod]
+	return at, ok
 }
 
 // unschedulableAt is when the scheduler first marked pod unschedulable.
