@@ -98,10 +98,7 @@ func (c *computation) consolidatable(ni *nodeInfo) string {
 		return fmt.Sprintf("NodePool %q has consolidation disabled", np.Name)
 	}
 	n, now := ni.node, c.in.Now
-	last := n.LastPodEventAt
-	if last.IsZero() {
-		last = n.CreatedAt
-	}
+	last := n.lastPodEvent()
 	if since := now.Sub(last); since < after {
 		c.recheckAt(ni, last.Add(after))
 		return fmt.Sprintf("consolidateAfter %s has not passed since the last pod event (%s ago)", after, since.Round(time.Second))
@@ -113,6 +110,16 @@ func (c *computation) consolidatable(ni *nodeInfo) string {
 		}
 	}
 	return ""
+}
+
+// lastPodEvent is when a pod last came to or left the node, or its
+// creation when none did: consolidateAfter counts from it, and an empty
+// node has been empty since.
+func (n *Node) lastPodEvent() time.Time {
+	if n.LastPodEventAt.IsZero() {
+		return n.CreatedAt
+	}
+	return n.LastPodEventAt
 }
 
 // recheckAt notes when a node held back only by consolidateAfter may be

@@ -143,6 +143,22 @@ func TestEmptinessAndBudgets(t *testing.T) {
 			want: []string{"Empty/delete [a1]", "Empty/delete [b1 b2]"},
 		},
 		{
+			name:   "the budget takes the node empty longest first",
+			source: "Millwright: emptied-first (a cheap node emptied early does not wait behind dearer ones emptied later)",
+			in: in(pool("default", budgets(budget("1"))),
+				node("dear", "default", "c.xlarge", lastPodEvent(now.Add(-2*time.Minute))),
+				node("cheap", "default", "c.large", lastPodEvent(now.Add(-10*time.Minute)))),
+			want:     []string{"Empty/delete [cheap]"},
+			verdicts: map[string]string{"dear": "No allowed disruptions for disruption reason Empty"},
+		},
+		{
+			name:   "empty as long, the dearer node first",
+			source: "Millwright: emptied-first, then the savings",
+			in: in(pool("default", budgets(budget("1"))),
+				node("cheap", "default", "c.large"), node("dear", "default", "c.xlarge")),
+			want: []string{"Empty/delete [dear]"},
+		},
+		{
 			name:   "empty and underutilized commands share one budget",
 			source: "suite_test.go: Budgets / disrupting nodes count against every reason",
 			in: in(pool("default", budgets(budget("1"))),
