@@ -85,8 +85,7 @@ func (a *Activities) readNodeClaim(ctx context.Context, name string) (claim *api
 	if a.nodeClaims != nil {
 		if obj, err := a.nodeClaims.Get(name); err == nil {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				claim := &apisv1.NodeClaim{}
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), claim); err == nil {
+				if claim, err := fromUnstructured(u); err == nil {
 					return claim, false, nil
 				}
 			}
@@ -106,11 +105,7 @@ func (a *Activities) getNodeClaim(ctx context.Context, name string) (*apisv1.Nod
 	case err != nil:
 		return nil, fmt.Errorf("get NodeClaim %s: %w", name, err)
 	}
-	claim := &apisv1.NodeClaim{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, claim); err != nil {
-		return nil, fmt.Errorf("decode NodeClaim %s: %w", name, err)
-	}
-	return claim, nil
+	return fromUnstructured(u)
 }
 
 // upsertNodeClaimFrom writes req's phase over current (nil: there is no

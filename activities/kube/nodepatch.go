@@ -15,10 +15,10 @@ import (
 
 // updateNode reads the Node called name (its first attempt from the
 // activities' informer when that has synced; see updateReadNode), lets
-// mutate change a copy, and writes the difference as a strategic merge patch carrying the
-// resourceVersion it read. The API server refuses the patch with Conflict if
-// anyone wrote the Node in between; RetryOnConflict then re-reads and
-// re-applies mutate, so a concurrent change (the kubelet's status, another
+// mutate change a copy, and writes the difference as a strategic merge
+// patch carrying the resourceVersion it read. The API server refuses the
+// patch with Conflict if anyone wrote the Node in between; RetryOnConflict
+// then re-reads and re-applies mutate, so a concurrent change (the kubelet's status, another
 // system's taint) is never overwritten. A mutation that changes nothing
 // writes nothing. It returns the Node as written (or as read when unchanged)
 // and the API error, NotFound included, unwrapped enough for apierrors.Is*.
