@@ -20,8 +20,9 @@ import (
 // patch with Conflict if anyone wrote the Node in between; RetryOnConflict
 // then re-reads and re-applies mutate, so a concurrent change (the
 // kubelet's status, another system's taint) is never overwritten. A
-// mutation that changes nothing writes nothing. It returns the Node as written (or as read when unchanged)
-// and the API error, NotFound included, unwrapped enough for apierrors.Is*.
+// mutation that changes nothing writes nothing. It returns the Node as
+// written (or as read when unchanged) and the API error, NotFound
+// included, unwrapped enough for apierrors.Is*.
 func (a *Activities) updateNode(ctx context.Context, name string, mutate func(node *corev1.Node)) (*corev1.Node, bool, error) {
 	return a.updateReadNode(ctx, name, a.cachedNodeCopy(name), false, mutate)
 }
