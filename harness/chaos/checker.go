@@ -255,8 +255,12 @@ func (c *checker) final(ctx context.Context) error {
 		}
 		pods, err := stacktest.WaitPodsAvailable(ctx, c.s.Kube, namespace, "app="+d.Name, int(want), time.Second)
 		if err != nil {
+			diagnosis := c.diagnoseDeployment(ctx, d.Name)
+			c.mu.Lock()
+			c.diagnoses["deployment/"+d.Name] = diagnosis
+			c.mu.Unlock()
 			for i := len(pods); i < int(want); i++ {
-				c.violate(InvariantPodNotRunning, fmt.Sprintf("%s#%d", d.Name, i), "running", len(pods), "want", want)
+				c.violate(InvariantPodNotRunning, fmt.Sprintf("%s#%d", d.Name, i), "running", len(pods), "want", want, "diagnosis", diagnosis)
 			}
 		}
 	}
@@ -450,6 +454,70 @@ func (c *checker) diagnose(ctx context.Context, wf stacktest.NodeWorkflow) strin
 		} else {
 			fmt.Fprintf(&b, "node unschedulable=%t deleting=%t taints %v", node.Spec.Unschedulable, node.DeletionTimestamp != nil, node.Spec.Taints)
 		}
+	}
+	return b.String()
+}
+
+// diagnoseDeployment says why a deployment's pods are not available: its
+// ReplicaSets' counts, each pod's phase, node (and whether that Node
+// exists), nomination and conditions, and the last events of both, so a
+// CI failure explains itself after the cluster is gone.
+func (c *checker) diagnoseDeployment(ctx context.Context, name string) string {
+	var b strings.Builder
+	selector := metav1.ListOptions{LabelSelector: "app=" + name}
+	involved := map[string]bool{}
+	if sets, err := c.s.Kube.AppsV1().ReplicaSets(namespace).List(ctx, selector); err != nil {
+		fmt.Fprintf(&b, "replicasets: %v; ", err)
+	} else {
+		for _, rs := range sets.Items {
+			involved[rs.Name] = true
+			want := int32(0)
+			if rs.Spec.Replicas != nil {
+				want = *rs.Spec.Replicas
+			}
+			fmt.Fprintf(&b, "replicaset %s want %d has %d ready %d available %d generation %d observed %d; ",
+				rs.Name, want, rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas, rs.Generation, rs.Status.ObservedGeneration)
+		}
+	}
+	if pods, err := c.s.Kube.CoreV1().Pods(namespace).List(ctx, selector); err != nil {
+		fmt.Fprintf(&b, "pods: %v; ", err)
+	} else {
+		for _, p := range pods.Items {
+			involved[p.Name] = true
+			fmt.Fprintf(&b, "pod %s %s created %s deleting=%t node %q", p.Name, p.Status.Phase,
+				p.CreationTimestamp.Format(time.TimeOnly), p.DeletionTimestamp != nil, p.Spec.NodeName)
+			if p.Spec.NodeName != "" {
+				if _, err := c.s.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err != nil {
+					fmt.Fprintf(&b, " (node: %v)", err)
+				}
+			}
+			if p.Status.NominatedNodeName != "" {
+				fmt.Fprintf(&b, " nominated %q", p.Status.NominatedNodeName)
+			}
+			for _, cond := range p.Status.Conditions {
+				fmt.Fprintf(&b, " %s=%s", cond.Type, cond.Status)
+				if cond.Reason != "" {
+					fmt.Fprintf(&b, " (%s: %s, %s)", cond.Reason, cond.Message, cond.LastTransitionTime.Format(time.TimeOnly))
+				}
+			}
+			b.WriteString("; ")
+		}
+	}
+	if events, err := c.s.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{}); err != nil {
+		fmt.Fprintf(&b, "events: %v", err)
+	} else {
+		var lines []string
+		for _, e := range events.Items {
+			if involved[e.InvolvedObject.Name] {
+				last := e.LastTimestamp.Time
+				if last.IsZero() {
+					last = e.EventTime.Time
+				}
+				lines = append(lines, fmt.Sprintf("%s %s %s %s: %s (×%d)", last.Format(time.TimeOnly), e.InvolvedObject.Name, e.Type, e.Reason, e.Message, max(e.Count, 1)))
+			}
+		}
+		sort.Strings(lines)
+		b.WriteString(strings.Join(lines[max(0, len(lines)-15):], "; "))
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -31,6 +32,12 @@ func StartForTest(t *testing.T, prefix string, keep bool, opts Options) *Stack {
 	}
 	// Registered after the state dir's cleanup, so it runs first.
 	t.Cleanup(func() {
+		if t.Failed() || keep {
+			// Deleting the cluster deletes its components' logs.
+			if err := s.Local.Cluster.SaveLogs(filepath.Join(stateDir, "cluster-logs")); err != nil {
+				t.Log(err)
+			}
+		}
 		if err := s.Stop(context.Background()); err != nil {
 			t.Log("stopping the stack:", err)
 		}

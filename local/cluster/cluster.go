@@ -191,45 +191,65 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
+	started := time.Now()
+	for attempt := 1; ; attempt++ {
+		err = c.create(ctx, workDir, tools)
+		if err == nil {
+			break
+		}
+		// A half-created cluster is torn down with a fresh context: ours may be
+		// the one that expired.
+		cleanupCtx, cleanupCancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		stopErr := c.teardown(cleanupCtx)
+		cleanupCancel()
+		if stopErr != nil {
+			c.logger.Warn("cleaning up after failed start", zap.Error(stopErr))
+		}
+		// A component that exited at once most likely lost its port to
+		// another process between FreeLocalPorts and its bind: once more,
+		// on new ports.
+		if attempt == maxStartAttempts || !IsComponentExited(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		c.logger.Warn("a control-plane component exited while starting; starting again on new ports", zap.Error(err))
+	}
+	c.logger.Info("Kubernetes control plane ready",
+		zap.String("kubeconfig", kubeconfigPath), zap.Duration("elapsed", time.Since(started)))
+	return c, nil
+}
+
+// maxStartAttempts bounds Start's attempts when a component exits while
+// the cluster starts.
+const maxStartAttempts = 2
+
+// create picks the ports, writes the kwokctl config, runs kwokctl create
+// cluster and waits for readiness. On error the caller tears down.
+func (c *Cluster) create(ctx context.Context, workDir string, tools *Tools) error {
 	ports, err := FreeLocalPorts(6)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.ports = ports
 	configPath := filepath.Join(workDir, "kwokctl.yaml")
 	config, err := kwokctlConfig(tools, ports, filepath.Join(c.kwokWorkDir, "cache"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(configPath, config, 0o644); err != nil {
-		return nil, fmt.Errorf("writing kwokctl config %s: %w", configPath, err)
+		return fmt.Errorf("writing kwokctl config %s: %w", configPath, err)
 	}
-
-	started := time.Now()
 	c.logger.Info("starting Kubernetes control plane",
 		zap.String("workDir", workDir), zap.Int("apiserverPort", ports[0]))
 	err = c.kwokctl(ctx, "create cluster",
 		"--config", configPath,
 		"create", "cluster",
 		"--runtime", "binary",
-		"--kubeconfig", kubeconfigPath,
+		"--kubeconfig", c.kubeconfigPath,
 	)
-	if err == nil {
-		err = c.connect(ctx)
-	}
 	if err != nil {
-		// A half-created cluster is torn down with a fresh context: ours may be
-		// the one that expired.
-		cleanupCtx, cleanupCancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cleanupCancel()
-		if stopErr := c.Stop(cleanupCtx); stopErr != nil {
-			c.logger.Warn("cleaning up after failed start", zap.Error(stopErr))
-		}
-		return nil, err
+		return err
 	}
-	c.logger.Info("Kubernetes control plane ready",
-		zap.String("kubeconfig", kubeconfigPath), zap.Duration("elapsed", time.Since(started)))
-	return c, nil
+	return c.connect(ctx)
 }
 
 // Attach returns a cluster that is already running (an earlier `starter dev`, a
@@ -304,6 +324,28 @@ func (c *Cluster) teardown(ctx context.Context) error {
 }
 
 // componentPIDs reads the pid files kwokctl's binary runtime keeps per component.
+// exitedComponent reports the first component of a cluster this process
+// started whose recorded process is gone, or nil.
+func (c *Cluster) exitedComponent() *ComponentExitedError {
+	if !c.owned {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "pids", "*.pid"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		component := strings.TrimSuffix(filepath.Base(f), ".pid")
+		return &ComponentExitedError{Component: component, PID: pid, LogTail: c.componentLogTail(component, 20)}
+	}
+	return nil
+}
+
 func (c *Cluster) componentPIDs() []int {
 	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "pids", "*.pid"))
 	var pids []int
@@ -317,6 +359,41 @@ func (c *Cluster) componentPIDs() []int {
 		}
 	}
 	return pids
+}
+
+// SaveLogs copies the components' logs (etcd, kube-apiserver, the
+// controller manager, the scheduler, kwok) into dir, so a failed run keeps
+// them: `kwokctl delete cluster` removes them with the cluster. It copies
+// what exists and reports the first error.
+func (c *Cluster) SaveLogs(dir string) error {
+	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "logs", "*.log"))
+	if len(files) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("saving control-plane logs: %w", err)
+	}
+	var errs []error
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(f)), raw, 0o644)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("saving control-plane log %s: %w", filepath.Base(f), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// componentLogTail is the last n lines of a component's log, or "" when
+// there is none.
+func (c *Cluster) componentLogTail(component string, n int) string {
+	raw, err := os.ReadFile(filepath.Join(c.clusterDir(), "logs", component+".log"))
+	if err != nil {
+		return ""
+	}
+	return lastLines(string(raw), n)
 }
 
 // kwokctl runs one kwokctl command with an environment that keeps it inside our
@@ -371,6 +448,9 @@ func (c *Cluster) connect(ctx context.Context) error {
 
 	var lastErr error
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if exited := c.exitedComponent(); exited != nil {
+			return false, exited
+		}
 		body, err := clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			lastErr = fmt.Errorf("%w: %s", err, bytes.TrimSpace(body))
@@ -382,6 +462,9 @@ func (c *Cluster) connect(ctx context.Context) error {
 		return &NotReadyError{Check: "apiserver /readyz at " + restConfig.Host, Err: errors.Join(err, lastErr)}
 	}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if exited := c.exitedComponent(); exited != nil {
+			return false, exited
+		}
 		_, err := clientset.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			lastErr = err
@@ -394,7 +477,12 @@ func (c *Cluster) connect(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		return &NotReadyError{Check: "default ServiceAccount in namespace default", Err: errors.Join(err, lastErr)}
+		// The controller manager creates it; its log says why it did not.
+		err = errors.Join(err, lastErr)
+		if tail := c.componentLogTail(ComponentKubeControllerManager, 20); tail != "" {
+			err = fmt.Errorf("%w\nkube-controller-manager log tail:\n%s", err, tail)
+		}
+		return &NotReadyError{Check: "default ServiceAccount in namespace default", Err: err}
 	}
 	return nil
 }

@@ -510,3 +510,47 @@ func TestFreeLocalPortsAreOutsideTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// A component whose process is gone is reported with its log's tail, so a
+// start that cannot succeed fails at once with the cause (and Start tries
+// once more on new ports) instead of waiting out StartTimeout.
+func TestExitedComponentIsReportedWithItsLog(t *testing.T) {
+	c := &Cluster{name: "exited", owned: true, kwokWorkDir: t.TempDir()}
+	for _, dir := range []string{"pids", "logs"} {
+		if err := os.MkdirAll(filepath.Join(c.clusterDir(), dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(c.clusterDir(), path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pids/etcd.pid", strconv.Itoa(os.Getpid()))
+	if got := c.exitedComponent(); got != nil {
+		t.Fatalf("live component reported as exited: %v", got)
+	}
+
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	write("pids/kube-scheduler.pid", strconv.Itoa(ended.Process.Pid))
+	write("logs/kube-scheduler.log", "starting\nfailed to listen on 127.0.0.1:20001: bind: address already in use\n")
+	got := c.exitedComponent()
+	if got == nil {
+		t.Fatal("exited component not reported")
+	}
+	if got.Component != "kube-scheduler" || !strings.Contains(got.Error(), "address already in use") {
+		t.Errorf("got %v, want kube-scheduler with its log's last line", got)
+	}
+	if !IsComponentExited(&NotReadyError{Check: "x", Err: got}) {
+		t.Error("IsComponentExited does not see through NotReadyError")
+	}
+
+	c.owned = false // attached: someone else's processes
+	if got := c.exitedComponent(); got != nil {
+		t.Errorf("attached cluster reported %v", got)
+	}
+}

@@ -80,6 +80,25 @@ func IsNotReady(err error) bool {
 	return errors.As(err, &target)
 }
 
+// ComponentExitedError is a control-plane component whose process ended
+// while the cluster started, with the tail of its log (a port taken
+// between FreeLocalPorts and the component's bind, a bad flag).
+type ComponentExitedError struct {
+	Component string
+	PID       int
+	LogTail   string
+}
+
+func (e *ComponentExitedError) Error() string {
+	return fmt.Sprintf("%s (pid %d) exited; its log ends:\n%s", e.Component, e.PID, e.LogTail)
+}
+
+// IsComponentExited reports whether err is a ComponentExitedError.
+func IsComponentExited(err error) bool {
+	var target *ComponentExitedError
+	return errors.As(err, &target)
+}
+
 // LeftoverProcessError lists control-plane processes or ports still alive after Stop.
 type LeftoverProcessError struct {
 	PIDs  []int

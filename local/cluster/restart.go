@@ -21,6 +21,10 @@ import (
 // for RestartComponent.
 const ComponentKubeAPIServer = "kube-apiserver"
 
+// ComponentKubeControllerManager is the kwokctl component name of the
+// controller manager.
+const ComponentKubeControllerManager = "kube-controller-manager"
+
 // RestartComponent SIGKILLs one control-plane component of a cluster this
 // process started (e.g. ComponentKubeAPIServer) and starts it again with
 // the command line, working directory and environment kwokctl gave it,
