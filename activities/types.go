@@ -537,6 +537,12 @@ type PlanResponse struct {
 	PodsConsidered int `json:"podsConsidered"`
 	// PlacedOnExisting counts pods that fit existing or in-flight nodes.
 	PlacedOnExisting int `json:"placedOnExisting"`
+	// PlacedInRoom counts the pods of PlacedOnExisting placed in the free
+	// room of an existing or in-flight node (not pods awaiting the
+	// in-flight node launched for them). kube-scheduler has yet to bind
+	// them, and should that room go first, no event of theirs will say so:
+	// the provisioner plans again soon while there are any.
+	PlacedInRoom int `json:"placedInRoom,omitempty"`
 	// Unschedulable lists at most MaxUnschedulableReported pods;
 	// UnschedulableCount counts them all.
 	Unschedulable      []UnschedulablePod `json:"unschedulable,omitempty"`

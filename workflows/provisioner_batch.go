@@ -33,6 +33,14 @@ const (
 	maxInFlightInstanceTypes = 10
 )
 
+// placedPodsRecheck is how soon every pending pod is planned again after a
+// batch placed pods in the room of existing or in-flight nodes
+// (changeReplanPlacedPods). Karpenter's provisioner runs every 10 s while
+// a pod is provisionable; kube-scheduler's back-off for a pod it found no
+// node for reaches 10 s, so a pod given room usually binds within 20 s,
+// and a re-plan sooner would mostly place it there again.
+const placedPodsRecheck = 30 * time.Second
+
 // inFlightFullWait spaces batches while the in-flight state is full.
 const inFlightFullWait = 5 * time.Second
 
@@ -117,6 +125,9 @@ func (p *provisioner) runBatch() {
 		return
 	}
 	summary.PodsConsidered, summary.PlacedOnExisting = plan.PodsConsidered, plan.PlacedOnExisting
+	if plan.PlacedInRoom > 0 && p.input.ResyncInterval > 0 && changed(p.ctx, changeReplanPlacedPods) {
+		p.resyncBy(now.Add(placedPodsRecheck))
+	}
 	// Counted by the planner, which re-reads the pods: those scheduled or
 	// deleted since they were signalled are not provisionable any more.
 	if plan.PodsConsidered > 0 || len(nodes) > 0 {

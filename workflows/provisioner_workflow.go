@@ -213,6 +213,7 @@ type provisioner struct {
 	lastBatch        *BatchSummary
 
 	resyncTimer  workflow.Future
+	cancelResync workflow.CancelFunc
 	nextResyncAt time.Time
 }
 
@@ -305,13 +306,28 @@ func (p *provisioner) resyncFuture() workflow.Future {
 		if p.nextResyncAt.IsZero() {
 			p.nextResyncAt = now.Add(p.input.ResyncInterval)
 		}
-		p.resyncTimer = workflow.NewTimerWithOptions(p.ctx, p.nextResyncAt.Sub(now), workflow.TimerOptions{Summary: "resync"})
+		// A child context records no command; it lets resyncBy cancel
+		// the timer for an earlier one.
+		ctx, cancel := workflow.WithCancel(p.ctx)
+		p.resyncTimer, p.cancelResync = workflow.NewTimerWithOptions(ctx, p.nextResyncAt.Sub(now), workflow.TimerOptions{Summary: "resync"}), cancel
 	}
 	return p.resyncTimer
 }
 
+// resyncBy brings the next resync forward to at, when it is later.
+func (p *provisioner) resyncBy(at time.Time) {
+	if !p.nextResyncAt.IsZero() && !at.Before(p.nextResyncAt) {
+		return
+	}
+	p.nextResyncAt = at
+	if p.resyncTimer != nil && !p.resyncTimer.IsReady() {
+		p.cancelResync()
+		p.resyncTimer = nil
+	}
+}
+
 func (p *provisioner) resyncDue() {
-	p.resyncTimer = nil
+	p.resyncTimer, p.cancelResync = nil, nil
 	p.nextResyncAt = time.Time{}
 	p.resync = true
 }

@@ -391,6 +391,43 @@ func TestFreshProvisionerResyncsAtOnceAndPeriodically(t *testing.T) {
 	}
 }
 
+// A batch that placed pods in the room of existing or in-flight nodes
+// plans every pending pod again 30 s later (Karpenter re-runs while a pod
+// is provisionable): should that room go before kube-scheduler binds them,
+// no event of theirs would bring them back. A batch that placed none
+// leaves the 5-minute resync as it was.
+func TestPodsPlacedInRoomArePlannedAgainSoon(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		placedInRoom int
+		wantSecondAt time.Duration
+	}{
+		{"placed in room: again after 30 s", 1, time.Second + time.Second + placedPodsRecheck},
+		{"none placed: the periodic resync", 0, 5 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newProvisionerHarness(t)
+			h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})
+			h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+				Return(activities.PlanResponse{PodsConsidered: 1, PlacedOnExisting: 1, PlacedInRoom: tc.placedInRoom}, nil).Once()
+			h.env.OnActivity(activities.PlanActivity, mock.Anything, mock.Anything).
+				Return(activities.PlanResponse{}, nil).Once()
+			input := provisionerInput(batches(2))
+			input.ResyncInterval = 5 * time.Minute
+
+			next := h.runProvisioner(input)
+
+			requests := h.planRequests()
+			if len(requests) != 2 || requests[0].AllPending || !requests[1].AllPending {
+				t.Fatalf("plan requests = %+v, want the signalled pod, then every pending pod", requests)
+			}
+			if at := next.State.LastBatch.At; !at.Equal(t0.Add(tc.wantSecondAt)) {
+				t.Errorf("second batch at t0+%s, want t0+%s", at.Sub(t0), tc.wantSecondAt)
+			}
+		})
+	}
+}
+
 func TestFailedPlanningKeepsThePods(t *testing.T) {
 	h := newProvisionerHarness(t)
 	h.signal(time.Second, SignalPodsPending, PodsPending{PodKeys: []string{"default/a"}})

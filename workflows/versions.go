@@ -253,6 +253,14 @@ const (
 	// never reads the signal, so a signal that a newer command sent to it
 	// replays as it ran.
 	changeReleaseEachNode changeID = "release-each-node"
+	// changeReplanPlacedPods (provisioner_batch.go): a batch that placed
+	// pods in the free room of existing or in-flight nodes plans every
+	// pending pod again within placedPodsRecheck, and so on while any are
+	// placed, as Karpenter's provisioner runs again every 10 s while a pod
+	// is provisionable. Before, nothing re-planned a pod whose room went
+	// away (its in-flight node failed or was consolidated before
+	// kube-scheduler bound the pod) until the 5-minute resync.
+	changeReplanPlacedPods changeID = "replan-placed-pods"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -155,6 +155,7 @@ func (p *Planner) Plan(ctx context.Context, req activities.PlanRequest) (activit
 		return activities.PlanResponse{}, fmt.Errorf("packing %d pod(s): %w", len(w.batch), err)
 	}
 	resp.PlacedOnExisting += len(result.Placements)
+	resp.PlacedInRoom = len(result.Placements)
 	resp.UnschedulableCount = len(result.Unschedulable)
 	for _, u := range result.Unschedulable {
 		if len(resp.Unschedulable) == activities.MaxUnschedulableReported {

@@ -7,13 +7,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // PodEventSource is a ClusterState that also knows when each Node last
-// gained or lost a pod (Karpenter's lastPodEventTime): consolidateAfter
-// counts from it. A Node whose pods all left shows no pod to date the
-// departure from, so without a source a node emptied a second ago would
-// look empty since its creation.
+// gained or lost a pod (Karpenter's lastPodEventTime), or else when it was
+// initialized: consolidateAfter counts from it. A Node whose pods all left
+// shows no pod to date the departure from, so without a source a node
+// emptied a second ago would look empty since its creation. Nor is a Node's
+// creation the start of a node that never had a pod: its instance creates
+// the Node when it boots, and a node workflow that registers it late (its
+// worker was killed) finds it Ready since then; in the chaos suite such a
+// node was consolidated as empty 0.6 s after it was initialized, before
+// kube-scheduler had looked again at the pods it had room for.
 type PodEventSource interface {
 	// LastPodEvent is the last time a pod was bound to, finished on or was
 	// deleted from the Node named node, or when the source started watching
@@ -97,9 +104,19 @@ func (e *podEvents) podHandler() cache.ResourceEventHandler {
 	}
 }
 
-// nodeHandler forgets a deleted Node's events.
+// nodeHandler dates a Node's initialization (Millwright's initialized
+// label appearing) as an event, as Karpenter counts consolidateAfter from
+// a NodeClaim's initialization before its first pod event, and forgets a
+// deleted Node's events.
 func (e *podEvents) nodeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			before, ok1 := oldObj.(*corev1.Node)
+			after, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && before.Labels[apisv1.LabelNodeInitialized] != "true" && after.Labels[apisv1.LabelNodeInitialized] == "true" {
+				e.record(after.Name)
+			}
+		},
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 )
 
 // TestPodEventsDateEveryPodChangeOfANode: consolidateAfter counts from the
@@ -62,5 +64,31 @@ func TestPodEventsForgetDeletedNodes(t *testing.T) {
 	e.nodeHandler().OnDelete(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	if got := e.LastPodEvent("n1"); !got.Equal(start) || len(e.last) != 0 {
 		t.Errorf("after the Node's deletion: LastPodEvent = %s (want the start), %d entries kept", got, len(e.last))
+	}
+}
+
+// TestPodEventsDateANodesInitialization: a node that never had a pod
+// counts consolidateAfter from its initialization, not from its creation
+// (Karpenter's rule); label changes after that are no event.
+func TestPodEventsDateANodesInitialization(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	registered := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"}}}
+	initialized := registered.DeepCopy()
+	initialized.Labels[apisv1.LabelNodeInitialized] = "true"
+	relabelled := initialized.DeepCopy()
+	relabelled.Labels["c"] = "d"
+	clk := clocktesting.NewFakeClock(start)
+	e := newPodEvents(clk)
+	h := e.nodeHandler()
+	clk.Step(time.Minute)
+	h.OnUpdate(registered, registered)
+	if got := e.LastPodEvent("n1"); !got.Equal(start) {
+		t.Fatalf("before initialization: LastPodEvent = start+%s, want the start", got.Sub(start))
+	}
+	h.OnUpdate(registered, initialized)
+	clk.Step(time.Minute)
+	h.OnUpdate(initialized, relabelled)
+	if got := e.LastPodEvent("n1").Sub(start); got != time.Minute {
+		t.Errorf("LastPodEvent = start+%s, want start+1m (its initialization)", got)
 	}
 }
