@@ -330,35 +330,43 @@ func (c *Cluster) exitedComponent() *ComponentExitedError {
 	if !c.owned {
 		return nil
 	}
-	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "pids", "*.pid"))
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			continue
+	for _, p := range c.componentProcesses() {
+		if !processAlive(p.pid) {
+			return &ComponentExitedError{Component: p.component, PID: p.pid, LogTail: c.componentLogTail(p.component, 20)}
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-		if err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		component := strings.TrimSuffix(filepath.Base(f), ".pid")
-		return &ComponentExitedError{Component: component, PID: pid, LogTail: c.componentLogTail(component, 20)}
 	}
 	return nil
 }
 
 func (c *Cluster) componentPIDs() []int {
-	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "pids", "*.pid"))
 	var pids []int
+	for _, p := range c.componentProcesses() {
+		pids = append(pids, p.pid)
+	}
+	return pids
+}
+
+// componentProcess is a component and the pid kwokctl recorded for it.
+type componentProcess struct {
+	component string
+	pid       int
+}
+
+// componentProcesses reads the pid files kwokctl keeps per component, in
+// the components' name order.
+func (c *Cluster) componentProcesses() []componentProcess {
+	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "pids", "*.pid"))
+	var out []componentProcess
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
-			pids = append(pids, pid)
+			out = append(out, componentProcess{component: strings.TrimSuffix(filepath.Base(f), ".pid"), pid: pid})
 		}
 	}
-	return pids
+	return out
 }
 
 // SaveLogs copies the components' logs (etcd, kube-apiserver, the
