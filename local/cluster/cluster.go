@@ -134,7 +134,9 @@ func (c *Cluster) Tools() *Tools { return c.tools }
 // Start builds the binaries if needed, creates the cluster with kwokctl's binary
 // runtime on free 127.0.0.1 ports, and returns once the apiserver is ready and the
 // default ServiceAccount exists (so pods can be created at once). A stale cluster
-// of the same name left in WorkDir by a crashed run is deleted first. On error
+// of the same name left in WorkDir by a crashed run is deleted first. A
+// component that exits while the cluster starts fails the attempt at once,
+// with its log's tail; Start then tries once more on new ports. On error
 // nothing is left running.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
@@ -323,7 +325,6 @@ func (c *Cluster) teardown(ctx context.Context) error {
 	return deleteErr
 }
 
-// componentPIDs reads the pid files kwokctl's binary runtime keeps per component.
 // exitedComponent reports the first component of a cluster this process
 // started whose recorded process is gone, or nil.
 func (c *Cluster) exitedComponent() *ComponentExitedError {
@@ -338,6 +339,8 @@ func (c *Cluster) exitedComponent() *ComponentExitedError {
 	return nil
 }
 
+// componentPIDs are the pids kwokctl's binary runtime recorded for the
+// components.
 func (c *Cluster) componentPIDs() []int {
 	var pids []int
 	for _, p := range c.componentProcesses() {
@@ -372,7 +375,7 @@ func (c *Cluster) componentProcesses() []componentProcess {
 // SaveLogs copies the components' logs (etcd, kube-apiserver, the
 // controller manager, the scheduler, kwok) into dir, so a failed run keeps
 // them: `kwokctl delete cluster` removes them with the cluster. It copies
-// what exists and reports the first error.
+// what exists and reports every copy that failed.
 func (c *Cluster) SaveLogs(dir string) error {
 	files, _ := filepath.Glob(filepath.Join(c.clusterDir(), "logs", "*.log"))
 	if len(files) == 0 {
