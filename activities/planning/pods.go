@@ -41,18 +41,24 @@ func isMirrorPod(pod *corev1.Pod) bool {
 // SchedulerGrace is how long a pod may wait for kube-scheduler's first look
 // before Millwright plans for it anyway. Karpenter provisions only for pods
 // the scheduler marked Unschedulable, and so did Millwright; but a scheduler
-// handed thousands of pods at once looks at each in turn (about 20 a second
-// on a loaded 2-core control plane, each failure a synchronous status
-// write), so the 5,000th pod of a burst was first marked after minutes, and
-// its node was planned only then. A healthy scheduler looks at a new pod
-// within milliseconds, and 1,000 pods at once were all marked within about
-// 30 s on that control plane. A grace shorter than that (5 s, 15 s, 30 s
-// were tried) had Millwright plan pods the scheduler was about to mark, and
-// the pods its placement then displaced were planned again on small late
-// nodes (Karpenter's "basic" scenario: 47 to 110 nodes where 16 to 37
-// do). The planner places overlooked pods on existing and in-flight room
-// first, as for any pod.
-const SchedulerGrace = time.Minute
+// handed a burst looks at each pod in turn, each failure a synchronous
+// status write (about 30 a second on a loaded 2-core control plane), so the
+// pods of a 1,000-pod burst were marked up to 34 s after their creation, the
+// 5,000th of a larger one after minutes, and each batch planned only what
+// had been marked by then: pod → CreateFleet p99 38–52 s and 58–85 nodes
+// for Karpenter's "basic" scenario, where 16 do. A healthy scheduler looks
+// at a new pod within milliseconds, so a pod it has not looked at for two
+// seconds (creation times are whole seconds: one to two seconds in fact)
+// is in its backlog; planned at once, the burst is one batch (basic: 16
+// nodes, p99 under 8.2 s). The planner places such pods on existing and
+// in-flight room first, as for any pod, so a pod the scheduler would bind
+// there gets no node. The grace was a minute until session 21, because
+// 5 s, 15 s and 30 s had given 47 to 110 nodes in session 16's basic runs
+// (likely because the pods the scheduler marked before the grace and
+// those planned at its end reached the planner in different batches); two
+// seconds, shorter than the scheduler's first marks in a burst, gave 16 in
+// each run since.
+const SchedulerGrace = 2 * time.Second
 
 // IsProvisionable reports whether a pod is one Millwright provisions for at
 // now: an unbound pod (see isUnbound) that the scheduler found no node for
