@@ -218,6 +218,14 @@ func (b *podBuilder) tolerate(key string) *podBuilder {
 	return b
 }
 
+// ownedBy makes owner the pod's controller, as a ReplicaSet is its pods'.
+func (b *podBuilder) ownedBy(owner metav1.Object, kind string) *podBuilder {
+	controller := true
+	b.pod.OwnerReferences = append(b.pod.OwnerReferences, metav1.OwnerReference{
+		APIVersion: "v1", Kind: kind, Name: owner.GetName(), UID: owner.GetUID(), Controller: &controller})
+	return b
+}
+
 // bindTo places the pod on a node, as if already scheduled there.
 func (b *podBuilder) bindTo(node string) *podBuilder {
 	b.pod.Spec.NodeName = node

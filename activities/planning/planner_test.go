@@ -94,6 +94,51 @@ func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
 	}
 }
 
+// A signalled pod brings its siblings the scheduler has not looked at yet
+// (or has marked since) into the same plan; a pod of another owner, or of
+// none, waits for its own verdict, and a nominated sibling keeps its node.
+func TestPlanTakesSiblingsTheSchedulerHasNotReached(t *testing.T) {
+	requireStack(t)
+	planner := newPlanner(t, testProvider)
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.2xlarge").create(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "planning")
+	// Kubernetes' garbage collector only needs the owner to exist; a
+	// ConfigMap stands in for a ReplicaSet whose controller would manage
+	// the pods' number itself.
+	owner := func(name string) *corev1.ConfigMap {
+		cm, err := testClientset.CoreV1().ConfigMaps(ns).Create(t.Context(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	web, other := owner("web"), owner("other")
+	marked := newPod(ns, "web-marked", "1", "1Gi").selectPool(pool).ownedBy(web, "ConfigMap").createPending(t)
+	markedToo := newPod(ns, "web-marked-too", "1", "1Gi").selectPool(pool).ownedBy(web, "ConfigMap").createPending(t)
+	notLooked := newPod(ns, "web-not-looked-at", "1", "1Gi").selectPool(pool).ownedBy(web, "ConfigMap").create(t)
+	nominated := newPod(ns, "web-nominated", "1", "1Gi").selectPool(pool).ownedBy(web, "ConfigMap").create(t)
+	nominated.Status.NominatedNodeName = "elsewhere"
+	if _, err := testClientset.CoreV1().Pods(ns).UpdateStatus(t.Context(), nominated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newPod(ns, "other-not-looked-at", "1", "1Gi").selectPool(pool).ownedBy(other, "ConfigMap").create(t)
+	newPod(ns, "lone-not-looked-at", "1", "1Gi").selectPool(pool).create(t)
+
+	resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: []string{marked}, MaxNodePlans: 10})
+	var planned []string
+	for _, spec := range plansOfPool(resp, pool) {
+		planned = append(planned, spec.PodKeys...)
+	}
+	want := sortedCopy([]string{marked, markedToo, ns + "/" + notLooked.Name})
+	if got := sortedCopy(planned); !slices.Equal(got, want) {
+		t.Fatalf("planned %v, want the signalled pod with its waiting siblings %v", got, want)
+	}
+	if resp.PodsConsidered != 3 {
+		t.Errorf("considered %d pods, want 3", resp.PodsConsidered)
+	}
+}
+
 // A pod the real kube-scheduler found no node for is provisionable.
 func TestPlanPicksUpPodsTheSchedulerCannotPlace(t *testing.T) {
 	requireStack(t)

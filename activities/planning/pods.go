@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/millwright/millwright/activities"
 )
@@ -130,10 +132,52 @@ func isReschedulable(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && !isTerminal(pod) && !isDaemonSetPod(pod) && !isMirrorPod(pod)
 }
 
+// addWaitingSiblings adds to chosen the siblings of its pods (the same
+// controller, such as a ReplicaSet) that are provisionable too, or that
+// kube-scheduler has not looked at yet (see awaitsFirstLook). A controller
+// creates its pods in quick waves and the scheduler marks them one by one,
+// so a scaled Deployment's pods could reach the provisioner over more
+// than its 1 s idle window and be planned in two batches, on more and
+// smaller nodes than one plan of them all (the e2e walkthrough's ten pods
+// on a loaded machine: m5.2xlarge and three m5.large, where two m5.2xlarge
+// do). A sibling has its pod's spec, so the scheduler's verdict on the one
+// is its verdict on the other; the planner still places each on existing
+// and in-flight room first.
+func addWaitingSiblings(chosen map[string]*corev1.Pod, pods []*corev1.Pod, now time.Time) {
+	owners := map[types.UID]bool{}
+	for _, pod := range chosen {
+		if owner := metav1.GetControllerOf(pod); owner != nil {
+			owners[owner.UID] = true
+		}
+	}
+	if len(owners) == 0 {
+		return
+	}
+	for _, pod := range pods {
+		owner := metav1.GetControllerOf(pod)
+		if owner == nil || !owners[owner.UID] {
+			continue
+		}
+		if IsProvisionable(pod, now) || awaitsFirstLook(pod) {
+			chosen[podKey(pod)] = pod
+		}
+	}
+}
+
+// awaitsFirstLook reports an unbound pod its scheduler has not looked at
+// yet: no PodScheduled condition, not gated and not nominated to a node.
+// Unlike OverlookedAt it holds for any scheduler: it is asked only of a
+// sibling of a pod that scheduler already found no node for.
+func awaitsFirstLook(pod *corev1.Pod) bool {
+	_, looked := podScheduled(pod)
+	return !looked && isUnbound(pod) && len(pod.Spec.SchedulingGates) == 0 && pod.Status.NominatedNodeName == ""
+}
+
 // chooseBatch picks the pods this pass plans: the requested provisionable
-// pods (every provisionable pod for a resync) and the pods of disrupted
-// nodes, minus those owned: by an in-flight node, or by the Node they are
-// nominated to (see useNodes).
+// pods (every provisionable pod for a resync) with their waiting siblings
+// (see addWaitingSiblings) and the pods of disrupted nodes, minus those
+// owned: by an in-flight node, or by the Node they are nominated to (see
+// useNodes).
 func (w *world) chooseBatch(req activities.PlanRequest, pods []*corev1.Pod, byKey map[string]*corev1.Pod,
 	bound map[string][]*corev1.Pod, disrupted map[string]bool, owned map[string]bool) {
 	chosen := map[string]*corev1.Pod{}
@@ -149,6 +193,7 @@ func (w *world) chooseBatch(req activities.PlanRequest, pods []*corev1.Pod, byKe
 			chosen[key] = pod
 		}
 	}
+	addWaitingSiblings(chosen, pods, w.now)
 	for node := range disrupted {
 		for _, pod := range bound[node] {
 			if isReschedulable(pod) {
