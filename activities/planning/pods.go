@@ -47,19 +47,19 @@ func isMirrorPod(pod *corev1.Pod) bool {
 // status write (about 30 a second on a loaded 2-core control plane), so the
 // pods of a 1,000-pod burst were marked up to 34 s after their creation, the
 // 5,000th of a larger one after minutes, and each batch planned only what
-// had been marked by then: pod → CreateFleet p99 38–52 s and 58–85 nodes
-// for Karpenter's "basic" scenario, where 16 do. A healthy scheduler looks
-// at a new pod within milliseconds, so a pod it has not looked at for two
-// seconds (creation times are whole seconds: one to two seconds in fact)
-// is in its backlog; planned at once, the burst is one batch (basic: 16
-// nodes, p99 under 8.2 s). The planner places such pods on existing and
-// in-flight room first, as for any pod, so a pod the scheduler would bind
-// there gets no node. The grace was a minute until session 21, because
-// 5 s, 15 s and 30 s had given 47 to 110 nodes in session 16's basic runs
-// (likely because the pods the scheduler marked before the grace and
-// those planned at its end reached the planner in different batches); two
-// seconds, shorter than the scheduler's first marks in a burst, gave 16 in
-// each run since.
+// had been marked by then: pod → CreateFleet p99 38–52 s and 58–85 nodes for
+// Karpenter's "basic" scenario, where 16 do. A healthy scheduler looks at a
+// new pod within milliseconds, so a pod it has not looked at for two seconds
+// (creation times are whole seconds: one to two seconds in fact) is in its
+// backlog; planned then, a burst reaches the planner within seconds (basic:
+// 16–48 nodes and pod → CreateFleet p99 7.9–15.2 s over five runs, against
+// 58 nodes and 37.9 s the same day with a minute). The planner places such
+// pods on existing and in-flight room first, as for any pod, so a pod the
+// scheduler would bind there gets no node. The grace was a minute before 5
+// December 2026 because 5 s, 15 s and 30 s had given 47 to 110 nodes in
+// basic runs (likely because the pods the scheduler marked before the grace
+// and those planned at its end reached the planner in different batches);
+// two seconds is shorter than the scheduler's first marks in a burst.
 const SchedulerGrace = 2 * time.Second
 
 // IsProvisionable reports whether a pod is one Millwright provisions for at
