@@ -72,9 +72,10 @@ func TestWalkthrough(t *testing.T) {
 	// the ten pods appear at once (scaled from 0) and so are planned in one
 	// batch: the first one planned brings its siblings, however slowly
 	// kube-scheduler marks them (once, on a loaded CI machine, one pod was
-	// marked a second before the nine others and went alone). Counting "the fewest nodes that fit" would be wrong: one
-	// m5.2xlarge (7 one-CPU pods) plus three m5.large costs less than two
-	// m5.2xlarge, and the packer minimises price, not node count.
+	// marked a second before the nine others and went alone). Counting
+	// "the fewest nodes that fit" would be wrong: one m5.2xlarge (7
+	// one-CPU pods) plus three m5.large costs less than two m5.2xlarge, and
+	// the packer minimises price, not node count.
 	plan := expectedPlan(t, s, pods)
 	var plannedTypes []string
 	for _, n := range plan.NewNodes {

@@ -96,9 +96,7 @@ func failedToSchedule(pod *corev1.Pod) bool {
 // schedulers wait for their scheduler's verdict, since Millwright cannot
 // know how far behind it is.
 func OverlookedAt(pod *corev1.Pod) (time.Time, bool) {
-	_, looked := podScheduled(pod)
-	if looked || !isUnbound(pod) || len(pod.Spec.SchedulingGates) > 0 || pod.Status.NominatedNodeName != "" ||
-		pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
+	if !awaitsFirstLook(pod) || pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
 		return time.Time{}, false
 	}
 	return pod.CreationTimestamp.Add(SchedulerGrace), true
@@ -166,8 +164,8 @@ func addWaitingSiblings(chosen map[string]*corev1.Pod, pods []*corev1.Pod, now t
 
 // awaitsFirstLook reports an unbound pod its scheduler has not looked at
 // yet: no PodScheduled condition, not gated and not nominated to a node.
-// Unlike OverlookedAt it holds for any scheduler: it is asked only of a
-// sibling of a pod that scheduler already found no node for.
+// OverlookedAt adds the default scheduler; a sibling of a pod its scheduler
+// already found no node for (see addWaitingSiblings) may have any.
 func awaitsFirstLook(pod *corev1.Pod) bool {
 	_, looked := podScheduled(pod)
 	return !looked && isUnbound(pod) && len(pod.Spec.SchedulingGates) == 0 && pod.Status.NominatedNodeName == ""
