@@ -86,6 +86,9 @@ type DisruptionOptions struct {
 	MinSavingsPerHour float64 `json:"minSavingsPerHour,omitempty"`
 	// DisableSpotToSpot turns spot→spot replacement off.
 	DisableSpotToSpot bool `json:"disableSpotToSpot,omitempty"`
+	// DisableSplit keeps a node no single cheaper node can replace, as
+	// Karpenter does, instead of replacing it by several cheaper nodes.
+	DisableSplit bool `json:"disableSplit,omitempty"`
 	// RepairToleration is how long a node may be NotReady before it is
 	// replaced (default 30m).
 	RepairToleration time.Duration `json:"repairToleration,omitempty"`

@@ -55,6 +55,7 @@ type flags struct {
 	// The anti-churn threshold of consolidation (DisruptionOptions).
 	consolidationThreshold  int
 	consolidationMinSavings float64
+	consolidationSplit      bool
 }
 
 func main() {
@@ -80,6 +81,9 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			if err := durationFromEnv(cmd, "nodeclass-resolve-interval", "MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL", &f.resolveInterval); err != nil {
+				return err
+			}
+			if err := boolFromEnv(cmd, "consolidation-split", "MILLWRIGHT_CONSOLIDATION_SPLIT", &f.consolidationSplit); err != nil {
 				return err
 			}
 			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
@@ -127,6 +131,8 @@ func newCommand() *cobra.Command {
 		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
+	fs.BoolVar(&f.consolidationSplit, "consolidation-split", true,
+		"replace an underutilized node that no single cheaper node can hold by several nodes that together cost less (Karpenter keeps it: \"Can't remove without creating N candidates\"); false gives Karpenter's behaviour. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SPLIT]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -176,6 +182,7 @@ func runWorker(ctx context.Context, f flags) error {
 		Disruption: workflows.DisruptionInput{Options: activities.DisruptionOptions{
 			RepairToleration: f.repairToleration, ConsolidationThreshold: f.consolidationThreshold,
 			MinSavingsPerHour: f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
+			DisableSplit: !f.consolidationSplit,
 		}},
 		NodeClassResolveInterval: f.resolveInterval,
 		KubeQPS:                  f.kubeQPS,
@@ -198,6 +205,20 @@ func durationFromEnv(cmd *cobra.Command, flag, env string, d *time.Duration) err
 		return fmt.Errorf("$%s %q: want a duration such as 5m: %w", env, text, err)
 	}
 	*d = parsed
+	return nil
+}
+
+// boolFromEnv sets *b from $env unless the flag was given.
+func boolFromEnv(cmd *cobra.Command, flag, env string, b *bool) error {
+	text, set := os.LookupEnv(env)
+	if !set || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	parsed, err := strconv.ParseBool(text)
+	if err != nil {
+		return fmt.Errorf("$%s %q: want true or false", env, text)
+	}
+	*b = parsed
 	return nil
 }
 

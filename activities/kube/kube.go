@@ -129,6 +129,8 @@ type Activities struct {
 	// one watch instead of listing all Nodes on each poll.
 	nodes     cache.SharedIndexInformer
 	startOnce sync.Once
+	// registrations wakes WaitForRegistration on the Node's arrival.
+	registrations registrationWaiters
 	stop      chan struct{}
 	stopOnce  sync.Once
 }
@@ -205,6 +207,9 @@ func New(cfg Config) (*Activities, error) {
 	a.nodes = factory.Core().V1().Nodes().Informer()
 	if err := a.nodes.AddIndexers(cache.Indexers{providerIDIndex: indexByProviderID}); err != nil {
 		return nil, fmt.Errorf("kube activities: index Nodes by providerID: %w", err)
+	}
+	if _, err := a.nodes.AddEventHandler(a.registrations.handler()); err != nil {
+		return nil, fmt.Errorf("kube activities: watch Node arrivals: %w", err)
 	}
 	if err := a.nodes.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		a.noteAPIServerTrouble()
@@ -309,6 +314,11 @@ func heartbeat(ctx context.Context, details ...any) {
 // pollUntil calls check now and then every PollInterval of the injected
 // clock until it reports done, fails, or ctx ends.
 func (a *Activities) pollUntil(ctx context.Context, check func(ctx context.Context) (done bool, err error)) error {
+	return a.pollUntilWoken(ctx, nil, check)
+}
+
+// pollUntilWoken is pollUntil that also checks at once when wake closes.
+func (a *Activities) pollUntilWoken(ctx context.Context, wake <-chan struct{}, check func(ctx context.Context) (done bool, err error)) error {
 	ticker := a.clock.NewTicker(a.pollInterval)
 	defer ticker.Stop()
 	for {
@@ -320,6 +330,8 @@ func (a *Activities) pollUntil(ctx context.Context, check func(ctx context.Conte
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-ticker.C():
+		case <-wake:
+			wake = nil // closed: once is enough
 		}
 	}
 }

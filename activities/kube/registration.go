@@ -60,9 +60,13 @@ func (a *Activities) WaitForRegistration(ctx context.Context, req activities.Wai
 	if err != nil {
 		return activities.WaitForRegistrationResponse{}, err
 	}
+	// Registered before the first look, so a Node arriving between the
+	// look and the wait still wakes it.
+	arrived, stopWaiting := a.registrations.wait(req.ProviderID)
+	defer stopWaiting()
 	started := a.clock.Now()
 	var name string
-	err = a.pollUntil(ctx, func(ctx context.Context) (bool, error) {
+	err = a.pollUntilWoken(ctx, arrived, func(ctx context.Context) (bool, error) {
 		found, err := nodes.ByIndex(providerIDIndex, req.ProviderID)
 		if err != nil {
 			return false, fmt.Errorf("node cache lookup of providerID %s: %w", req.ProviderID, err)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/local/cluster/clustertesting"
@@ -57,6 +59,39 @@ func TestWaitForRegistrationWaitsForTheNode(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("WaitForRegistration did not return within a minute of the Node's creation")
+	}
+}
+
+// The Node's arrival wakes the activity at once: its poll clock never
+// ticks here, so only the Node cache's event can end the wait.
+func TestWaitForRegistrationWakesWhenTheNodeArrives(t *testing.T) {
+	frozen := clocktesting.NewFakeClock(time.Now())
+	h := newHarness(t, withClock(frozen))
+	node := newNode("woken").withoutKwok().build()
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := execute[activities.WaitForRegistrationResponse](h, nil, h.activities.WaitForRegistration,
+			activities.WaitForRegistrationRequest{InstanceID: "i-3", ProviderID: node.Spec.ProviderID, Deadline: frozen.Now().Add(time.Hour)})
+		if err == nil && resp.NodeName != node.Name {
+			err = fmt.Errorf("NodeName = %q, want %q", resp.NodeName, node.Name)
+		}
+		done <- err
+	}()
+	// Its first look has found nothing (the cache had synced).
+	h.heartbeats.waitFor(t, time.Minute, "after the first look", func(detail any) bool {
+		text, ok := detail.(string)
+		return ok && strings.HasPrefix(text, "waiting for Node with providerID")
+	})
+	createNode(t, node)
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("WaitForRegistration did not wake within a minute of the Node's creation (its poll clock is frozen)")
 	}
 }
 

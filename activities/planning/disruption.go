@@ -249,7 +249,7 @@ func disruptionOptions(req activities.ComputeCommandsRequest) disruption.Options
 	}
 	return disruption.Options{
 		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, MinSavingsPerHour: o.MinSavingsPerHour,
-		DisableSpotToSpot: o.DisableSpotToSpot, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
+		DisableSpotToSpot: o.DisableSpotToSpot, DisableSplit: o.DisableSplit, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
 	}
 }
 

@@ -205,6 +205,7 @@ func TestRenderDefaults(t *testing.T) {
 		"MILLWRIGHT_KUBE_BURST":                 "300",
 		"MILLWRIGHT_GC_GRACE":                   "5m",
 		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
+		"MILLWRIGHT_CONSOLIDATION_SPLIT":        "true",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
 		// From the downward API (no literal value): checked in
 		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
@@ -340,6 +341,7 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_KUBE_BURST":                 "75",
 		"MILLWRIGHT_GC_GRACE":                   "10m",
 		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
+		"MILLWRIGHT_CONSOLIDATION_SPLIT":        "true",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
 		"POD_NAMESPACE":                         "", // the downward API's
 		"POD_NAME":                              "",

@@ -27,6 +27,7 @@ import (
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/workflows"
 )
 
 var consolidationFlag = flag.String("consolidation.scenarios", "ci",
@@ -228,6 +229,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		fmt.Fprintf(&b, "  target NOT reached      %s after the scale-down (nodes unchanged for %s): %d nodes, $%.2f/h = %.2f× the fresh plan (target ≤ %.2f×), %d of %d pods Running\n",
 			time.Since(scaledDown).Round(time.Second), stableFor.Round(time.Second), last.nodes, last.cost, ratio, maxCostRatio, last.running, remaining)
 		b.WriteString(whyNotConsolidated(ctx, s))
+		b.WriteString(lastDisruptionPass(ctx, s))
 	}
 	if last.running < remaining {
 		t.Errorf("consolidation %s: %d of %d remaining pods Running at the end", sc.name, last.running, remaining)
@@ -269,6 +271,37 @@ func whyNotConsolidated(ctx context.Context, s *driver.Stack) string {
 			why = e.Reason + ": " + e.Message
 		}
 		fmt.Fprintf(&b, "    %s %s %s, %d pods: %s\n", n.Name, n.Labels[corev1.LabelInstanceTypeStable], n.Labels[apisv1.LabelCapacityType], pods, why)
+	}
+	return b.String()
+}
+
+// lastDisruptionPass is the disruption workflow's last decision: when it
+// ran, the budgets, the commands it decided and every node's verdict (the
+// events above may be minutes old: they are deduplicated).
+func lastDisruptionPass(ctx context.Context, s *driver.Stack) string {
+	value, err := s.Temporal.QueryWorkflow(ctx, workflows.DisruptionWorkflowID(s.Local.ClusterName()), "", workflows.QueryDisruptionState)
+	var view workflows.DisruptionStateView
+	if err == nil {
+		err = value.Get(&view)
+	}
+	if err != nil {
+		return fmt.Sprintf("    (disruption state: %v)\n", err)
+	}
+	var b strings.Builder
+	if pass := view.LastPass; pass != nil {
+		fmt.Fprintf(&b, "    last pass %s: %d candidate(s), %d command(s)%s\n", pass.At.UTC().Format(time.TimeOnly), pass.Candidates, pass.Commands, errorSuffix(pass.Error))
+	}
+	for _, budget := range view.Budgets {
+		fmt.Fprintf(&b, "    budget %s: %d node(s), %d disrupting, allowed %v\n", budget.NodePool, budget.Nodes, budget.Disrupting, budget.Allowed)
+	}
+	for _, running := range view.Running {
+		fmt.Fprintf(&b, "    running %s: %s\n", running.ID, running.Message)
+	}
+	for _, command := range view.Decided {
+		fmt.Fprintf(&b, "    decided %s\n", command.Message)
+	}
+	for _, verdict := range view.Verdicts {
+		fmt.Fprintf(&b, "    verdict %s: %s %s\n", verdict.NodeName, verdict.Event, verdict.Message)
 	}
 	return b.String()
 }
@@ -423,4 +456,11 @@ func cleanUpConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenari
 		time.Sleep(2 * time.Second)
 	}
 	t.Errorf("consolidation %s: the pool's nodes are still there after the cleanup", sc.name)
+}
+
+func errorSuffix(err string) string {
+	if err == "" {
+		return ""
+	}
+	return ", error: " + err
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/disruption"
 	"github.com/millwright/millwright/model/packer"
 	"github.com/millwright/millwright/model/scheduling"
@@ -271,12 +272,158 @@ func TestConsolidation(t *testing.T) {
 		},
 		{
 			name:   "an explicit $/h floor refuses small savings",
-			source: "Millwright: Options.MinSavingsPerHour",
-			in: withMinSavings(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
-				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), 0.05),
+			source: "Millwright: Options.MinSavingsPerHour (Karpenter's one-node replace; splitting off, see TestSplit)",
+			in: withoutSplit(withMinSavings(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), 0.05)),
 			verdicts: map[string]string{"n1": "below the $0.05/h threshold"},
 		},
 	})
+}
+
+func withoutSplit(in disruption.Input) disruption.Input { in.Options.DisableSplit = true; return in }
+
+// TestSplit covers Millwright's one addition to Karpenter's consolidation:
+// a node Karpenter keeps because no single cheaper node holds its pods is
+// replaced by several nodes that together cost less (split.go).
+func TestSplit(t *testing.T) {
+	// n1 holds 9 cpu on a 16-cpu c.xlarge ($0.80): no cheaper single type
+	// holds 9 cpu, c.large + c.small ($0.50) do. n2 is full, so the split
+	// is a small share of the pool's disruption (the Balanced score).
+	underused := func(opts ...nodeOpt) []disruption.Node {
+		return []disruption.Node{
+			node("n1", "default", "c.xlarge", append([]nodeOpt{running(pods(9, "a", "1", "1Gi")...)}, opts...)...),
+			node("n2", "default", "c.xlarge", running(pods(16, "b", "1", "1Gi")...)),
+		}
+	}
+	onDemand := pools(pool("default"))
+	spotPool := pools(pool("default", launchTypes(append(types(), manySpotTypes(20)...)), spotLaunches))
+	withMinSavings := func(in disruption.Input, v float64) disruption.Input { in.Options.MinSavingsPerHour = v; return in }
+	noSpotToSpot := func(in disruption.Input) disruption.Input { in.Options.DisableSpotToSpot = true; return in }
+	spotNodes := func() []disruption.Node {
+		nodes := underused()
+		for i := range nodes {
+			spot(&nodes[i])
+		}
+		return nodes
+	}
+
+	runCases(t, []computeCase{
+		{
+			name:     "a node no single cheaper node can hold is split into cheaper nodes",
+			source:   "Millwright; Karpenter: \"Can't replace with a cheaper node\" (kubernetes-sigs/karpenter#1442)",
+			in:       input(onDemand, underused()...),
+			want:     []string{"Underutilized/replace [n1] → [c.small/on-demand c.small/on-demand c.small/on-demand c.small/on-demand c.small/on-demand]"},
+			verdicts: map[string]string{"n2": "Can't replace with a cheaper node; splitting: 8 nodes would cost $0.80/h, not less than $0.80/h"},
+		},
+		{
+			name:     "with splitting off, Karpenter's verdict",
+			source:   "consolidation.go: Can't replace with a cheaper node",
+			in:       withoutSplit(input(onDemand, underused()...)),
+			verdicts: map[string]string{"n1": "Can't replace with a cheaper node"},
+		},
+		{
+			name:     "a node a consolidation launched is not split",
+			source:   "Millwright: no merge-then-split chain (TestNoReplaceChains)",
+			in:       input(onDemand, underused(launchedByConsolidation(now.Add(-time.Hour)))...),
+			verdicts: map[string]string{"n1": "Can't replace with a cheaper node"},
+		},
+		{
+			name:   "a one-node replace is preferred to a split",
+			source: "Millwright: splitting acts only where Karpenter keeps the node",
+			in: input(onDemand,
+				node("n1", "default", "c.xlarge", running(pods(3, "a", "1", "1Gi")...)),
+				node("n2", "default", "c.xlarge", running(pods(16, "b", "1", "1Gi")...))),
+			want: []string{"Underutilized/replace [n1] → [c.medium/on-demand]"},
+		},
+		{
+			name:     "the $/h floor applies to a split",
+			source:   "Millwright: Options.MinSavingsPerHour",
+			in:       withMinSavings(input(onDemand, underused()...), 0.5),
+			verdicts: map[string]string{"n1": "Can't replace with a cheaper node; splitting saves $0.30/h, below the $0.50/h threshold"},
+		},
+		{
+			name:     "the Balanced score applies to a split",
+			source:   "Millwright: a lone node's split saves 37.5% of the pool for 100% of its disruption (score 0.38 < 0.50)",
+			in:       input(onDemand, underused()[0]),
+			verdicts: map[string]string{"n1": "splitting: Not worth the disruption"},
+		},
+		{
+			name:   "spot nodes are split into spot nodes",
+			source: "Millwright; options cut to the cheapest 15 (TestSplitOptionsStayCheaper); s.* hold 4 cpu for $0.01/h",
+			in:     input(spotPool, spotNodes()...),
+			want: []string{"Underutilized/replace [n1] → [s.00/spot s.00/spot s.00/spot]",
+				"Underutilized/replace [n2] → [s.00/spot s.00/spot s.00/spot s.00/spot]"},
+		},
+		{
+			name:     "spot→spot off: no spot split",
+			source:   "consolidation_test.go: cannot replace spot with spot if the spotToSpotConsolidation is disabled",
+			in:       noSpotToSpot(input(spotPool, spotNodes()...)),
+			verdicts: map[string]string{"n1": "can't replace spot nodes with spot nodes"},
+		},
+	})
+}
+
+// TestSplitOptionsStayCheaper: whichever options the spot launches land
+// on, the split's nodes together cost less than the node they replace.
+func TestSplitOptionsStayCheaper(t *testing.T) {
+	spotNode := func(name, typeName string, opts ...nodeOpt) disruption.Node {
+		n := node(name, "default", typeName, opts...)
+		spot(&n)
+		return n
+	}
+	// dearSpread: 4-cpu spot types from $0.05/h up by $0.01/h; two of the
+	// cheapest hold 6 cpu for $0.10/h against the c.large's $0.16/h, so
+	// only options up to 1.6× the cheapest are kept.
+	var dearSpread []*catalog.InstanceType
+	for i := range 20 {
+		it := instanceType(fmt.Sprintf("t.%02d", i), 4, 16, 1, 0.05+0.01*float64(i))
+		it.Offerings = it.Offerings[1:]
+		dearSpread = append(dearSpread, it)
+	}
+	cases := map[string]disruption.Input{
+		"cheap spot types": input(pools(pool("default", launchTypes(append(types(), manySpotTypes(20)...)), spotLaunches)),
+			spotNode("n1", "c.xlarge", running(pods(9, "a", "1", "1Gi")...)),
+			spotNode("n2", "c.xlarge", running(pods(16, "b", "1", "1Gi")...))),
+		"a wide price spread": input(pools(pool("default", launchTypes(append(types(), dearSpread...)), spotLaunches)),
+			spotNode("n1", "c.large", running(pods(6, "a", "1", "1Gi")...)),
+			spotNode("n2", "c.xlarge", running(pods(16, "b", "1", "1Gi")...))),
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) { checkSplitOptions(t, disruption.Compute(in)) })
+	}
+}
+
+func checkSplitOptions(t *testing.T, r disruption.Result) {
+	t.Helper()
+	if len(r.Commands) == 0 {
+		t.Fatal("want splits, got no command")
+	}
+	for _, cmd := range r.Commands {
+		if len(cmd.Replacements) < 2 {
+			t.Errorf("want a split, got %s", summary(cmd))
+			continue
+		}
+		dearest := 0.0
+		for _, plan := range cmd.Replacements {
+			if len(plan.Options) > disruption.MinSpotToSpotOptions {
+				t.Errorf("%s has %d options, want at most %d", plan.Name, len(plan.Options), disruption.MinSpotToSpotOptions)
+			}
+			worst := plan.Options[0]
+			for _, o := range plan.Options {
+				if o.CapacityType != apisv1.CapacityTypeSpot {
+					t.Errorf("%s: option %s is %s", plan.Name, o.InstanceType, o.CapacityType)
+				}
+				if o.Price > worst.Price {
+					worst = o
+				}
+			}
+			dearest += worst.Price
+		}
+		if price := cmd.Candidates[0].Price; dearest >= price {
+			t.Errorf("%s: the dearest launches cost $%.3f/h, not less than the node's $%.3f/h", cmd.Message, dearest, price)
+		}
+		t.Logf("%s; dearest launches $%.3f/h", cmd.Message, dearest)
+	}
 }
 
 func TestCandidateFiltering(t *testing.T) {

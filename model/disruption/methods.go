@@ -279,7 +279,26 @@ type consolidation struct {
 // consolidate decides whether cands can go: deleted when their pods fit on
 // the other nodes, or replaced by one node cheaper than all of them
 // together. It returns nil and why not otherwise (Karpenter's words).
+// Where Karpenter keeps a single node, and only there, it may be split
+// into several cheaper nodes (split.go).
 func (c *computation) consolidate(cands []*nodeInfo) (*consolidation, string) {
+	one, why := c.consolidateToOne(cands)
+	if one != nil || !c.splittable(cands) {
+		return one, why
+	}
+	split, splitWhy := c.split(cands[0])
+	if split != nil {
+		return split, ""
+	}
+	if splitWhy != "" {
+		why += "; " + splitWhy
+	}
+	return nil, why
+}
+
+// consolidateToOne is Karpenter's decision: delete cands, or replace them
+// by one cheaper node.
+func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, string) {
 	price := sumPrices(cands)
 	removed := len(cands)
 	mode, unpriced := launchOneCheaper, ""

@@ -149,6 +149,9 @@ const (
 	launchOneCheaper
 	// launchAny: as many nodes as the pods need (drift, repair).
 	launchAny
+	// launchSplit: as many nodes as the pods need, of instance types
+	// offered under maxPrice (a split, split.go).
+	launchSplit
 )
 
 // simulation is the outcome of moving some candidates' pods.
@@ -246,6 +249,8 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		pools = c.launchPools(maxPrice, c.sumRequests(left), c.altsOf(left))
 	case launchAny:
 		pools = c.launchPools(math.Inf(1), scheduling.Resources{}, nil)
+	case launchSplit:
+		pools = c.splitPools(maxPrice)
 	}
 	if len(pools) == 0 {
 		s.failed = c.unplacedText(left)

@@ -207,6 +207,12 @@ type Options struct {
 	// feature gate off); by default it is allowed with at least
 	// MinSpotToSpotOptions cheaper options.
 	DisableSpotToSpot bool
+	// DisableSplit turns splitting off: a node no single cheaper node can
+	// replace is kept, as Karpenter keeps it ("Can't remove without
+	// creating N candidates"). By default single-node consolidation then
+	// tries replacing it by several nodes that together cost less
+	// (split.go).
+	DisableSplit bool
 	// RepairToleration is how long Ready may be False/Unknown on an
 	// initialized node before it is replaced. 0 means DefaultRepairToleration.
 	RepairToleration time.Duration
