@@ -131,8 +131,8 @@ type Activities struct {
 	startOnce sync.Once
 	// registrations wakes WaitForRegistration on the Node's arrival.
 	registrations registrationWaiters
-	stop      chan struct{}
-	stopOnce  sync.Once
+	stop          chan struct{}
+	stopOnce      sync.Once
 }
 
 // New checks cfg and returns the activities. Nothing talks to the API server
