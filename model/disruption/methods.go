@@ -345,13 +345,7 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, len(opts))
 			}
 		}
-		// A spot launch may land on any option: keeping the cheapest
-		// MinSpotToSpotOptions means the node it becomes never has that
-		// many cheaper options, so it cannot be replaced again at once
-		// (Karpenter truncates spot→spot; we also truncate on-demand→spot).
-		if len(opts) > MinSpotToSpotOptions {
-			opts = opts[:MinSpotToSpotOptions]
-		}
+		opts = cheapestSpot(opts)
 	}
 	if len(opts) == 0 {
 		return nil, "Can't replace with a cheaper node"
@@ -369,11 +363,7 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	}
 	cmd := Command{Reason: ReasonUnderutilized, Kind: KindReplace, Candidates: c.candidates(cands),
 		Replacements: []packer.NodePlan{plan}, SavingsPerHour: savings}
-	what := plan.InstanceType
-	if plan.CapacityType == apisv1.CapacityTypeSpot {
-		what += " (spot)"
-	}
-	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), what, savings)
+	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), launchText(plan), savings)
 	return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
 }
 
@@ -461,6 +451,26 @@ func cheaperOptions(opts []packer.InstanceTypeOption, limit float64) []packer.In
 		}
 	}
 	return out
+}
+
+// cheapestSpot keeps the cheapest MinSpotToSpotOptions of spot opts
+// (cheapest first). A spot launch may land on any option: keeping these
+// means the node it becomes never has that many cheaper options, so it
+// cannot be replaced again at once (Karpenter truncates spot→spot; we also
+// truncate on-demand→spot and splits).
+func cheapestSpot(opts []packer.InstanceTypeOption) []packer.InstanceTypeOption {
+	if len(opts) > MinSpotToSpotOptions {
+		return opts[:MinSpotToSpotOptions]
+	}
+	return opts
+}
+
+// launchText names a plan's launch, "c6i.2xlarge (spot)".
+func launchText(plan packer.NodePlan) string {
+	if plan.CapacityType == apisv1.CapacityTypeSpot {
+		return plan.InstanceType + " (spot)"
+	}
+	return plan.InstanceType
 }
 
 func spotOnly(opts []packer.InstanceTypeOption) []packer.InstanceTypeOption {

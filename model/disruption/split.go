@@ -60,10 +60,7 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 			if spot && c.opts.DisableSpotToSpot {
 				return nil, "splitting: SpotToSpotConsolidation is disabled, can't replace spot nodes with spot nodes"
 			}
-			opts = spotOnly(opts)
-			if len(opts) > MinSpotToSpotOptions {
-				opts = opts[:MinSpotToSpotOptions]
-			}
+			opts = cheapestSpot(spotOnly(opts))
 		}
 		plans[i] = withOptions(plan, opts)
 		expected += plans[i].Price
@@ -75,7 +72,7 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 	// so that even the dearest launches together cost less than cands.
 	factor := price / expected
 	for i := range plans {
-		keep := plans[i].Options[:1]
+		keep := []packer.InstanceTypeOption{plans[i].Options[0]}
 		for _, o := range plans[i].Options[1:] {
 			if o.Price < plans[i].Options[0].Price*factor {
 				keep = append(keep, o)
@@ -97,10 +94,7 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 		Replacements: plans, SavingsPerHour: savings}
 	types := make([]string, len(plans))
 	for i, plan := range plans {
-		types[i] = plan.InstanceType
-		if plan.CapacityType == apisv1.CapacityTypeSpot {
-			types[i] += " (spot)"
-		}
+		types[i] = launchText(plan)
 	}
 	cmd.Message = fmt.Sprintf("Underutilized: 1 node (%s) → %d nodes (%s) saves $%.2f/h",
 		ni.node.InstanceType, len(plans), describeTypes(types), savings)
