@@ -155,7 +155,11 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 			t.Fatalf("creating PDB %s: %v", d.name, err)
 		}
 	}
-	t.Cleanup(func() { cleanUpConsolidation(t, s, sc) })
+	// Deferred, not t.Cleanup: the next scenario must start from an empty
+	// pool. Registered on the test, mixed-600's deployments (180 pods)
+	// stayed through karpenter-perf, which then counted 880 pods Running
+	// of 700 and could never reach its target.
+	defer cleanUpConsolidation(t, s, sc)
 	if !waitConsolidationPods(t, s, pods, bound(runningBoundPer1000, pods)) {
 		return b.String()
 	}
