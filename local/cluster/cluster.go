@@ -105,6 +105,9 @@ type Cluster struct {
 	kwokWorkDir string
 	kwokctlLog  string
 	ports       []int
+	// reaper ends the components if this process exits without Stop
+	// (reaper.go).
+	reaper *os.Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -193,6 +196,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
+	// Before create, so that a run killed while the control plane starts
+	// leaves nothing running either.
+	if c.reaper, err = startReaper(os.Getpid(), filepath.Join(c.clusterDir(), "pids")); err != nil {
+		// Only a killed run needs it; the cluster itself is fine.
+		c.logger.Warn("could not start the reaper that ends the control plane if this process is killed", zap.Error(err))
+	}
 	started := time.Now()
 	for attempt := 1; ; attempt++ {
 		err = c.create(ctx, workDir, tools)
@@ -211,6 +220,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		// another process between FreeLocalPorts and its bind: once more,
 		// on new ports.
 		if attempt == maxStartAttempts || !IsComponentExited(err) || ctx.Err() != nil {
+			if c.reaper != nil {
+				_ = c.reaper.Kill()
+			}
 			return nil, err
 		}
 		c.logger.Warn("a control-plane component exited while starting; starting again on new ports", zap.Error(err))
@@ -290,6 +302,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 			return
 		}
 		c.stopErr = c.teardown(ctx)
+		if c.reaper != nil {
+			_ = c.reaper.Kill()
+		}
 		if c.stopErr == nil {
 			c.logger.Info("Kubernetes control plane stopped")
 		}
