@@ -95,7 +95,20 @@ type DisruptionOptions struct {
 	// BatchMaxDuration is the provisioner's batch max window: a node is
 	// nominated for max(2 × it, 10s) after it became Ready (default 10s).
 	BatchMaxDuration time.Duration `json:"batchMaxDuration,omitempty"`
+	// ValidationLookahead is how many budgets' worth of nodes a pass may
+	// hold in commands that wait out their validation delay or disrupt
+	// (only with ValidatingWait; default DefaultValidationLookahead;
+	// negative: one budget's worth waiting beside one disrupting, the rule
+	// before). Admission still charges the budget itself.
+	ValidationLookahead int `json:"validationLookahead,omitempty"`
 }
+
+// DefaultValidationLookahead lets the next decisions wait out their 15 s
+// validation while earlier ones do, so that a budget-limited scale-down
+// takes a round every few seconds (a drain and a termination) instead of
+// one every validation delay plus drain: on mixed-600, ~20 s a round, 18
+// rounds of 10% from 75 nodes to 11, longer than the five minutes.
+const DefaultValidationLookahead = 3
 
 // ComputeCommandsResponse is the decision.
 type ComputeCommandsResponse struct {

@@ -247,9 +247,18 @@ func disruptionOptions(req activities.ComputeCommandsRequest) disruption.Options
 	if batch <= 0 {
 		batch = defaultBatchMaxDuration
 	}
+	lookahead := 0
+	if req.ValidatingWait && !req.Admission {
+		lookahead = o.ValidationLookahead
+		if lookahead == 0 {
+			lookahead = activities.DefaultValidationLookahead
+		}
+		lookahead = max(lookahead, 0)
+	}
 	return disruption.Options{
 		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, MinSavingsPerHour: o.MinSavingsPerHour,
 		DisableSpotToSpot: o.DisableSpotToSpot, DisableSplit: o.DisableSplit, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
+		ValidationLookahead: lookahead,
 	}
 }
 

@@ -287,7 +287,9 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		admission bool
 		// validatingWait: the pass's ValidatingWait (changeValidatingWait).
 		validatingWait bool
-		state          activities.DisruptionNodeState
+		// lookahead is the pass's Options.ValidationLookahead.
+		lookahead int
+		state     activities.DisruptionNodeState
 		// allowed is the pool's Empty budget left; 1 means one free node
 		// goes in a command.
 		allowed int
@@ -300,7 +302,12 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		// the pool's waiting ledger (one budget's worth: 1 here), so
 		// nothing more is decided either (model/disruption's budget tests
 		// show the difference with a larger budget).
-		{name: "a pass with ValidatingWait keeps one budget's worth waiting", validatingWait: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
+		{name: "a pass with ValidatingWait and no lookahead keeps one budget's worth waiting", validatingWait: true, lookahead: -1, state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
+		// By default (DefaultValidationLookahead) decisions are made ahead
+		// of the budget: one node waits of the 3 budgets' worth, so one
+		// more (a budget's worth a pass) is decided; its command still
+		// needs the budget at its admission.
+		{name: "a pass with ValidatingWait decides ahead of the budget", validatingWait: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 1},
 		{name: "a pass with ValidatingWait does not charge a committed node", validatingWait: true, state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
 		{name: "a reserved node is charged by both", admission: true, state: activities.DisruptionNodeState{Reserved: true}, allowed: 0},
 	}
@@ -308,7 +315,8 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.state.NodeClaimName = "claim-" + held
 			resp := computeCommands(t, planner, activities.ComputeCommandsRequest{Admission: tc.admission, Validation: tc.admission,
-				ValidatingWait: tc.validatingWait, Nodes: []activities.DisruptionNodeState{tc.state}})
+				ValidatingWait: tc.validatingWait, Nodes: []activities.DisruptionNodeState{tc.state},
+				Options: activities.DisruptionOptions{ValidationLookahead: tc.lookahead}})
 			var taken []string
 			for _, cmd := range commandsOfPool(resp, pool) {
 				for _, c := range cmd.Candidates {

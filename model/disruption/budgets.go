@@ -81,7 +81,11 @@ func (c *computation) countBudgets() {
 				pl.errs = append(pl.errs, err.Error())
 			}
 			pl.limit[reason] = n
-			n = max(min(n-pl.disrupting, n-pl.waiting), 0)
+			if ahead := c.opts.ValidationLookahead; ahead > 0 {
+				n = max(min(n, ahead*n-pl.disrupting-pl.waiting), 0)
+			} else {
+				n = max(min(n-pl.disrupting, n-pl.waiting), 0)
+			}
 			pl.allowed[reason], pl.initial[reason] = n, n
 		}
 	}

@@ -40,6 +40,9 @@ type nodeInfo struct {
 
 	command int    // index of the command taking it, -1 when none
 	refused string // why consolidation found nothing for it
+	// receiving: a command of this Compute placed pods on the node, so it
+	// is no candidate for a later one (those pods would not move with it).
+	receiving bool
 }
 
 // judge runs candidate filtering on ni, as Karpenter's NewCandidate does.
@@ -84,7 +87,7 @@ func (c *computation) judge(ni *nodeInfo) {
 
 // candidate reports whether ni may be disrupted gracefully now.
 func (ni *nodeInfo) candidate() bool {
-	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0
+	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0 && !ni.receiving
 }
 
 // consolidatable says why consolidation may not take ni ("" when it may):

@@ -85,6 +85,7 @@ func (c *computation) run() {
 	c.repair()
 	c.drift()
 	c.emptiness()
+	c.wastefulFirst()
 	c.multiNodeConsolidation()
 	c.singleNodeConsolidation()
 }

@@ -128,8 +128,9 @@ func TestConsolidation(t *testing.T) {
 			in: input(pools(pool("default")),
 				node("n1", "default", "c.large", running(pod("a", "1", "1Gi"))),
 				node("n2", "default", "c.large", running(pods(6, "b", "1", "1Gi")...))),
-			want:     []string{"Underutilized/delete [n1]"},
-			verdicts: map[string]string{"n2": "Can't replace with a cheaper node"},
+			want: []string{"Underutilized/delete [n1]"},
+			// n2 takes n1's pod: no candidate for the rest of the pass.
+			verdicts: map[string]string{"n2": "Receives the pods of a disruption decided in this pass"},
 		},
 		{
 			name:   "a node is replaced by one cheaper node",
@@ -149,9 +150,12 @@ func TestConsolidation(t *testing.T) {
 			name:   "single-node consolidation simulates a bounded number of candidates per pass",
 			source: "singlenodeconsolidation.go: abandons after its timeout (here a count, so Compute stays deterministic)",
 			in: func() disruption.Input {
+				// n3 (no candidate) takes n1's pods, so n2 stays a
+				// candidate the bound leaves unsimulated.
 				in := input(pools(pool("default")),
 					node("n1", "default", "c.xlarge", running(pods(2, "a", "1", "1Gi")...)),
-					node("n2", "default", "c.xlarge", running(pods(2, "b", "1", "1Gi")...)))
+					node("n2", "default", "c.xlarge", running(pods(2, "b", "1", "1Gi")...)),
+					node("n3", "default", "c.xlarge", annotated(apisv1.AnnotationDoNotDisrupt, "true")))
 				in.Options.MultiNodeMaxCandidates, in.Options.SingleNodeMaxSimulations, in.Options.ConsolidationThreshold = 1, 1, -1
 				return in
 			}(),
@@ -264,6 +268,34 @@ func TestConsolidation(t *testing.T) {
 			want: []string{"Underutilized/delete [s1]"},
 		},
 		{
+			name:   "a node that takes another command's pods is no candidate in the same pass",
+			source: "Millwright: several commands a pass (Karpenter decides one)",
+			// x's pod is planned onto y (the emptiest); y's own pods would
+			// fit z, but deleting y would leave x's pod without the place
+			// it was planned on.
+			in: singleNodeOnly(input(pools(pool("default")),
+				node("x", "default", "c.small", running(pods(1, "x", "1", "1Gi")...)),
+				node("y", "default", "c.xlarge", running(pods(3, "y", "1", "1Gi")...)),
+				node("z", "default", "c.xlarge", running(pods(10, "z", "1", "1Gi")...)))),
+			// Without the rule, y went too; now z does (its pods fit y).
+			want:     []string{"Underutilized/delete [x]", "Underutilized/delete [z]"},
+			verdicts: map[string]string{"y": "Receives the pods of a disruption decided in this pass"},
+		},
+		{
+			name:   "an outlier wasting a tenth of its pool goes before Karpenter's order",
+			source: "Millwright: waste first (waste.go)",
+			// Budget 1: Karpenter's order takes a small node (one pod);
+			// big costs 8× the median and leaves 13 of its 16 CPUs unused
+			// ($0.65/h of the pool's $1.20/h), so it goes first.
+			in: input(pools(pool("default", budgets(budget("1")))),
+				node("s1", "default", "c.small", running(pods(1, "a", "1", "1Gi")...)),
+				node("s2", "default", "c.small", running(pods(1, "b", "1", "1Gi")...)),
+				node("s3", "default", "c.small", running(pods(1, "c", "1", "1Gi")...)),
+				node("s4", "default", "c.small", running(pods(1, "d", "1", "1Gi")...)),
+				node("big", "default", "c.xlarge", running(pods(3, "e", "1", "1Gi")...))),
+			want: []string{"Underutilized/delete [big]"},
+		},
+		{
 			name:   "with the score off, any saving is taken",
 			source: "consolidation_test.go: Replace / can replace node (pre-balanced behaviour)",
 			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
@@ -281,6 +313,13 @@ func TestConsolidation(t *testing.T) {
 }
 
 func withoutSplit(in disruption.Input) disruption.Input { in.Options.DisableSplit = true; return in }
+
+// singleNodeOnly leaves multi-node consolidation nothing to search (it
+// needs two candidates).
+func singleNodeOnly(in disruption.Input) disruption.Input {
+	in.Options.MultiNodeMaxCandidates = 1
+	return in
+}
 
 // TestSplit covers Millwright's one addition to Karpenter's consolidation:
 // a node Karpenter keeps because no single cheaper node holds its pods is
@@ -555,11 +594,14 @@ func TestCandidateFiltering(t *testing.T) {
 // the same cheapest ones were, pass after pass, and when none of them could
 // go no costlier one ever was).
 func TestSingleNodeConsolidationTakesTurnsBeyondItsSimulations(t *testing.T) {
+	// No node can go (its pods fit nowhere else and nothing cheaper holds
+	// them), so the same input stands for every pass; a deleted node's
+	// pods would make their destinations skip their turn.
 	in := input(pools(pool("default", budgets(budget("100%")))),
-		node("n1", "default", "c.xlarge", running(pods(2, "a", "250m", "256Mi")...)),
-		node("n2", "default", "c.xlarge", running(pods(2, "b", "250m", "256Mi")...)),
-		node("n3", "default", "c.xlarge", running(pods(2, "c", "250m", "256Mi")...)),
-		node("n4", "default", "c.xlarge", running(pods(2, "d", "250m", "256Mi")...)))
+		node("n1", "default", "c.xlarge", running(pods(2, "a", "6", "256Mi")...)),
+		node("n2", "default", "c.xlarge", running(pods(2, "b", "6", "256Mi")...)),
+		node("n3", "default", "c.xlarge", running(pods(2, "c", "6", "256Mi")...)),
+		node("n4", "default", "c.xlarge", running(pods(2, "d", "6", "256Mi")...)))
 	// Multi-node consolidation off (one candidate at most), so single-node
 	// consolidation decides alone; two simulations per pass.
 	in.Options.MultiNodeMaxCandidates, in.Options.SingleNodeMaxSimulations, in.Options.ConsolidationThreshold = 1, 2, -1

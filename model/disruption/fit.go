@@ -34,13 +34,20 @@ func (c *computation) factsOf(pod *corev1.Pod) *podFacts {
 
 func (c *computation) requests(pod *corev1.Pod) scheduling.Resources { return c.factsOf(pod).req }
 
-// quickFit places pods first-fit (largest first) onto the capacity nodes
-// usable lists, honouring requests, node selectors and affinity, and
-// taints. It is the packer's existing-node placement without topology,
-// which simulate uses when no pod in the cluster has topology spread or
-// pod (anti-)affinity: then nothing but a node's own room and labels
-// decides whether a pod fits it, and the nodes need no re-preparation per
-// simulation. It returns the placements and the pods left over.
+// quickFit places pods (largest first) onto the capacity nodes usable
+// lists, each on the node it leaves with the largest free share
+// (kube-scheduler's default LeastAllocated score), honouring requests, node
+// selectors and affinity, and taints. The evicted pods are placed by
+// kube-scheduler, so planning them where it would put them keeps the plan
+// and the cluster alike: with first fit the plan filled the nodes that come
+// first while kube-scheduler spread the pods over the emptiest, which were
+// often the next candidates.
+//
+// simulate uses it when no pod in the cluster has topology spread or pod
+// (anti-)affinity: then nothing but a node's own room and labels decides
+// whether a pod fits it, and the nodes need no re-preparation per
+// simulation (with topology the packer places them, first fit). It
+// returns the placements and the pods left over.
 func (c *computation) quickFit(pods []*corev1.Pod, usable []int) ([]packer.Placement, []*corev1.Pod) {
 	cp := c.capacity
 	order := make([]*corev1.Pod, len(pods))
@@ -57,7 +64,7 @@ func (c *computation) quickFit(pods []*corev1.Pod, usable []int) ([]packer.Place
 	var left []*corev1.Pod
 	for _, pod := range order {
 		f := c.factsOf(pod)
-		placed := false
+		best, bestScore := -1, -1.0
 		for _, i := range usable {
 			if f.bad {
 				break
@@ -66,16 +73,31 @@ func (c *computation) quickFit(pods []*corev1.Pod, usable []int) ([]packer.Place
 			if !f.req.Fits(avail) || !c.suits(pod, f, i) {
 				continue
 			}
-			used[i] = used[i].Add(f.req)
-			placements = append(placements, packer.Placement{Pod: pod, Node: cp.nodes[i].Name})
-			placed = true
-			break
+			if score := leastAllocatedScore(avail.Sub(f.req), cp.allocatable[i]); score > bestScore {
+				best, bestScore = i, score
+			}
 		}
-		if !placed {
+		if best < 0 {
 			left = append(left, pod)
+			continue
 		}
+		used[best] = used[best].Add(f.req)
+		placements = append(placements, packer.Placement{Pod: pod, Node: cp.nodes[best].Name})
 	}
 	return placements, left
+}
+
+// leastAllocatedScore is kube-scheduler's NodeResourcesFit LeastAllocated
+// score of a node left with free of allocatable: the mean free share of CPU
+// and memory.
+func leastAllocatedScore(free, allocatable scheduling.Resources) float64 {
+	share := func(i int) float64 {
+		if allocatable[i] <= 0 {
+			return 0
+		}
+		return float64(free[i]) / float64(allocatable[i])
+	}
+	return (share(scheduling.IndexCPU) + share(scheduling.IndexMemory)) / 2
 }
 
 // suits reports whether capacity node i's labels and taints admit pod.

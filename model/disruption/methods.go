@@ -66,6 +66,9 @@ func (c *computation) drift() {
 		if c.full() {
 			return
 		}
+		if ni.receiving {
+			continue
+		}
 		if !ni.pool.allows(ReasonDrifted, 1, 0) {
 			ni.refused = budgetMessage(ni.pool, ReasonDrifted)
 			continue
@@ -217,7 +220,7 @@ func (c *computation) singleNodeConsolidation() {
 		if c.full() {
 			return
 		}
-		if ni.command >= 0 {
+		if ni.command >= 0 || ni.receiving {
 			continue
 		}
 		if limit := c.opts.SingleNodeMaxSimulations; limit > 0 && simulations >= limit {

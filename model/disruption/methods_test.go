@@ -112,6 +112,24 @@ func TestEmptinessAndBudgets(t *testing.T) {
 			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
 		},
 		{
+			name:   "with a lookahead, decisions are made ahead of the budget",
+			source: "Millwright: validation lookahead (the next rounds wait out their validation while earlier ones do)",
+			// Budget 2, lookahead 3: n4 drains, n5 validates; 2 of the 6
+			// budgeted may still be decided (one budget's worth a pass).
+			in: withLookahead(in(pool("default", budgets(budget("2"))),
+				append(empty("n1", "n2", "n3"), node("n4", "default", "c.large", deleting), node("n5", "default", "c.large", validating))...), 3),
+			want: []string{"Empty/delete [n1 n2]"},
+		},
+		{
+			name:   "with a lookahead, waiting and disrupting nodes stop at that many budgets",
+			source: "Millwright: validation lookahead",
+			// Budget 1, lookahead 3: one node drains and two validate.
+			in: withLookahead(in(pool("default", budgets(budget("1"))),
+				append(empty("n1", "n2"), node("n3", "default", "c.large", deleting),
+					node("n4", "default", "c.large", validating), node("n5", "default", "c.large", validating))...), 3),
+			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
+		},
+		{
 			name:   "uninitialized nodes are not the budget's base",
 			source: "suite_test.go: Budgets / should not count uninitialized nodes towards the total",
 			in: in(pool("default", budgets(budget("50%"))),
@@ -387,4 +405,9 @@ func TestDisruptionCostOrder(t *testing.T) {
 		},
 	}
 	runCases(t, cases)
+}
+
+func withLookahead(in disruption.Input, budgets int) disruption.Input {
+	in.Options.ValidationLookahead = budgets
+	return in
 }

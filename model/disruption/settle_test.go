@@ -186,24 +186,73 @@ func (w *settleWorld) scaleDown(keep float64) {
 }
 
 // carryOut runs r's commands to their end: replacements launched with their
-// planned pods, candidates gone, every other moved pod placed by the packer
-// on the remaining nodes.
+// planned pods, candidates gone, every other moved pod placed on the
+// remaining nodes — in the spread world one by one as kube-scheduler does
+// (LeastAllocated, in the order they come), else command by command as the
+// simulation planned them (largest first onto the node left the emptiest,
+// which is the placement Compute's simulation assumes).
 func (w *settleWorld) carryOut(r disruption.Result) {
+	if !w.spread {
+		w.carryOutAsPlanned(r)
+		return
+	}
 	var moved []*corev1.Pod
 	w.in.Nodes, moved = withoutCandidates(w.in.Nodes, r)
 	onReplacement := map[string]bool{}
 	for _, cmd := range r.Commands {
-		var plans []packer.NodePlan
-		for _, plan := range cmd.Replacements {
-			plan.Pods = slices.Clone(plan.Pods)
-			for i, p := range plan.Pods {
-				onReplacement[p.Namespace+"/"+p.Name] = true
-				plan.Pods[i] = p.DeepCopy()
+		w.launch(replacementPlans(cmd, onReplacement), true)
+	}
+	w.placeLeastAllocated(unplanned(moved, onReplacement))
+}
+
+// carryOutAsPlanned carries r's commands out one after the other: each
+// command's candidates go, its other pods are placed largest first on the
+// node left the emptiest, and its replacements come with their planned
+// pods, before the next command's.
+func (w *settleWorld) carryOutAsPlanned(r disruption.Result) {
+	received := map[string]bool{} // nodes that took an earlier command's pods
+	for k, cmd := range r.Commands {
+		for _, c := range cmd.Candidates {
+			if received[c.NodeName] {
+				w.t.Fatalf("command %d (%s) takes %s, which an earlier command of the same pass moved pods onto", k, cmd.Message, c.NodeName)
 			}
-			plans = append(plans, plan)
+		}
+		var moved []*corev1.Pod
+		w.in.Nodes, moved = withoutCandidates(w.in.Nodes, disruption.Result{Commands: []disruption.Command{cmd}})
+		onReplacement := map[string]bool{}
+		plans := replacementPlans(cmd, onReplacement)
+		rest := unplanned(moved, onReplacement)
+		sort.SliceStable(rest, func(i, j int) bool {
+			a, b := requests(rest[i]), requests(rest[j])
+			if a.CPU() != b.CPU() {
+				return a.CPU() > b.CPU()
+			}
+			return a.Memory() > b.Memory()
+		})
+		for _, name := range w.placeLeastAllocated(rest) {
+			received[name] = true
 		}
 		w.launch(plans, true)
 	}
+}
+
+// replacementPlans are cmd's replacements with copies of their pods, each
+// pod marked in onReplacement.
+func replacementPlans(cmd disruption.Command, onReplacement map[string]bool) []packer.NodePlan {
+	var plans []packer.NodePlan
+	for _, plan := range cmd.Replacements {
+		plan.Pods = slices.Clone(plan.Pods)
+		for i, p := range plan.Pods {
+			onReplacement[p.Namespace+"/"+p.Name] = true
+			plan.Pods[i] = p.DeepCopy()
+		}
+		plans = append(plans, plan)
+	}
+	return plans
+}
+
+// unplanned are unbound copies of the moved pods no replacement takes.
+func unplanned(moved []*corev1.Pod, onReplacement map[string]bool) []*corev1.Pod {
 	var rest []*corev1.Pod
 	for _, p := range moved {
 		if !onReplacement[p.Namespace+"/"+p.Name] {
@@ -212,38 +261,14 @@ func (w *settleWorld) carryOut(r disruption.Result) {
 			rest = append(rest, q)
 		}
 	}
-	if len(rest) == 0 {
-		return
-	}
-	if w.spread {
-		w.placeLeastAllocated(rest)
-		return
-	}
-	var capacity []packer.Node
-	for _, n := range w.in.Nodes {
-		avail := n.Allocatable
-		for _, p := range n.Pods {
-			avail = avail.Sub(requests(p.Pod))
-		}
-		capacity = append(capacity, packer.Node{Name: n.Name, Labels: n.Labels, Available: avail})
-	}
-	res, err := packer.Pack(packer.Input{Pods: rest, Nodes: capacity})
-	if err != nil || len(res.Unschedulable) > 0 {
-		w.t.Fatalf("moved pods do not fit: %v %v", err, res.Unschedulable)
-	}
-	for _, pl := range res.Placements {
-		for i := range w.in.Nodes {
-			if w.in.Nodes[i].Name == pl.Node {
-				running(pl.Pod)(&w.in.Nodes[i])
-				w.in.Nodes[i].LastPodEventAt = w.in.Now
-			}
-		}
-	}
+	return rest
 }
 
 // placeLeastAllocated binds each pod to the node that fits it with the
-// largest free share of CPU and memory (kube-scheduler's LeastAllocated).
-func (w *settleWorld) placeLeastAllocated(pods []*corev1.Pod) {
+// largest free share of CPU and memory (kube-scheduler's LeastAllocated),
+// and returns the nodes it bound pods to.
+func (w *settleWorld) placeLeastAllocated(pods []*corev1.Pod) []string {
+	var to []string
 	for _, p := range pods {
 		best, bestScore := -1, -1.0
 		for i, n := range w.in.Nodes {
@@ -265,7 +290,9 @@ func (w *settleWorld) placeLeastAllocated(pods []*corev1.Pod) {
 		}
 		running(p)(&w.in.Nodes[best])
 		w.in.Nodes[best].LastPodEventAt = w.in.Now
+		to = append(to, w.in.Nodes[best].Name)
 	}
+	return to
 }
 
 // mixedPods are the consolidation benchmark's ten deployments of replicas

@@ -28,6 +28,9 @@ type capacity struct {
 	byName map[string]int
 	// excluded marks nodes (by index into nodes) a command removes.
 	excluded []bool
+	// allocatable are the nodes' allocatable (an in-flight node's is its
+	// free room), which kube-scheduler's LeastAllocated scores against.
+	allocatable []scheduling.Resources
 	// first are the pods that compete for room in every simulation: pending
 	// pods and the pods of nodes already being deleted. They need not find
 	// a place (the provisioner launches for them), but they may take room
@@ -60,11 +63,11 @@ func (c *computation) buildCapacity() {
 			}
 			continue
 		}
-		cp.add(c.packerNode(n))
+		cp.add(c.packerNode(n), n.Allocatable)
 	}
 	for _, n := range c.in.InFlight {
 		n.InFlight = true
-		cp.add(n)
+		cp.add(n, n.Available)
 	}
 	for _, pod := range c.in.PendingPods {
 		if hasTopology(pod) {
@@ -90,9 +93,10 @@ func (c *computation) buildCapacity() {
 	}
 }
 
-func (cp *capacity) add(n packer.Node) {
+func (cp *capacity) add(n packer.Node, allocatable scheduling.Resources) {
 	cp.byName[n.Name] = len(cp.nodes)
 	cp.nodes = append(cp.nodes, n)
+	cp.allocatable = append(cp.allocatable, allocatable)
 	labels := scheduling.CanonicalLabels(n.Labels)
 	if _, ok := labels[scheduling.LabelHostname]; !ok {
 		labels[scheduling.LabelHostname] = n.Name
@@ -344,6 +348,18 @@ func (c *computation) commit(cmd Command, cands []*nodeInfo, placements []packer
 		}
 	}
 	c.place(c.capacity.nodes, c.capacity.byName, placements)
+	// A destination is no candidate for the rest of this Compute: deleting
+	// it would move its own pods but not those just planned onto it, and
+	// those would find no place (with several commands a pass, a node
+	// that took one command's pods was deleted by the next).
+	for _, pl := range placements {
+		if ni := c.managed[pl.Node]; ni != nil && ni.command < 0 && !ni.receiving {
+			ni.receiving = true
+			if ni.refused == "" {
+				ni.refused = "Receives the pods of a disruption decided in this pass"
+			}
+		}
+	}
 	for pl := range removed {
 		if pl != nil {
 			pl.spend(cmd.Reason, disrupted[pl], removed[pl])

@@ -233,6 +233,14 @@ type Options struct {
 	// simulated eventually. 0 means DefaultSingleNodeMaxSimulations;
 	// negative, no bound.
 	SingleNodeMaxSimulations int
+	// ValidationLookahead, in budgets' worth, lets decisions be made ahead
+	// of the budget in a pass that counts nodes waiting out a validation
+	// delay (Node.Waiting): the waiting and the disrupting nodes together
+	// may reach this many budgets, one budget's worth at most decided per
+	// pass; a command still needs the budget itself when it is admitted,
+	// so no more nodes than the budget allows are ever disrupted. 0 keeps
+	// one budget's worth waiting beside one disrupting.
+	ValidationLookahead int
 }
 
 // Defaults of Options.
