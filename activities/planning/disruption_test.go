@@ -293,6 +293,8 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		// allowed is the pool's Empty budget left; 1 means one free node
 		// goes in a command.
 		allowed int
+		// underutilized, when set, is the pool's Underutilized budget left.
+		underutilized int
 	}{
 		{name: "a pass charges a validating node", state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
 		{name: "a pass does not charge a committed node", state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
@@ -303,11 +305,12 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 		// nothing more is decided either (model/disruption's budget tests
 		// show the difference with a larger budget).
 		{name: "a pass with ValidatingWait and no lookahead keeps one budget's worth waiting", validatingWait: true, lookahead: -1, state: activities.DisruptionNodeState{Validating: true}, allowed: 0},
-		// By default (DefaultValidationLookahead) decisions are made ahead
-		// of the budget: one node waits of the 3 budgets' worth, so one
-		// more (a budget's worth a pass) is decided; its command still
-		// needs the budget at its admission.
-		{name: "a pass with ValidatingWait decides ahead of the budget", validatingWait: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 1},
+		// By default (DefaultValidationLookahead) consolidation decides
+		// ahead of the budget: one node waits of the 3 budgets' worth, so
+		// one more (a budget's worth a pass) may be decided, its command
+		// needing the budget at its admission; Empty decisions, admitted
+		// by the pass, do not go ahead.
+		{name: "a pass with ValidatingWait decides consolidation ahead of the budget", validatingWait: true, state: activities.DisruptionNodeState{Validating: true}, allowed: 0, underutilized: 1},
 		{name: "a pass with ValidatingWait does not charge a committed node", validatingWait: true, state: activities.DisruptionNodeState{Committed: true}, allowed: 1},
 		{name: "a reserved node is charged by both", admission: true, state: activities.DisruptionNodeState{Reserved: true}, allowed: 0},
 	}
@@ -332,6 +335,9 @@ func TestComputeCommandsChargesTheLedgerByPurpose(t *testing.T) {
 			for _, b := range resp.Budgets {
 				if b.NodePool == pool && b.Allowed[disruption.ReasonEmpty] != tc.allowed {
 					t.Errorf("budget %+v: want %d Empty allowed", b, tc.allowed)
+				}
+				if b.NodePool == pool && tc.underutilized > 0 && b.Allowed[disruption.ReasonUnderutilized] != tc.underutilized {
+					t.Errorf("budget %+v: want %d Underutilized allowed", b, tc.underutilized)
 				}
 			}
 		})

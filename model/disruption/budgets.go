@@ -81,9 +81,12 @@ func (c *computation) countBudgets() {
 				pl.errs = append(pl.errs, err.Error())
 			}
 			pl.limit[reason] = n
-			if ahead := c.opts.ValidationLookahead; ahead > 0 {
+			if ahead := c.opts.ValidationLookahead; ahead > 0 && reason != ReasonEmpty {
 				n = max(min(n, ahead*n-pl.disrupting-pl.waiting), 0)
 			} else {
+				// An Empty command waits out no validation: the pass that
+				// decides it admits it (change empty-admitted-at-start),
+				// so it never goes ahead of the budget.
 				n = max(min(n-pl.disrupting, n-pl.waiting), 0)
 			}
 			pl.allowed[reason], pl.initial[reason] = n, n

@@ -112,22 +112,30 @@ func TestEmptinessAndBudgets(t *testing.T) {
 			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
 		},
 		{
-			name:   "with a lookahead, decisions are made ahead of the budget",
+			name:   "with a lookahead, consolidation decides ahead of the budget",
 			source: "Millwright: validation lookahead (the next rounds wait out their validation while earlier ones do)",
 			// Budget 2, lookahead 3: n4 drains, n5 validates; 2 of the 6
 			// budgeted may still be decided (one budget's worth a pass).
 			in: withLookahead(in(pool("default", budgets(budget("2"))),
+				append(underutilized("u1", "u2", "u3"), node("n4", "default", "c.large", deleting), node("n5", "default", "c.large", validating))...), 3),
+			want: []string{"Underutilized/delete [u1 u2]"},
+		},
+		{
+			name:   "with a lookahead, Empty decisions still stay within the budget",
+			source: "Millwright: validation lookahead (an Empty command is admitted by the pass that decides it)",
+			// Budget 2: n4 drains, n5 validates; one more node may go now.
+			in: withLookahead(in(pool("default", budgets(budget("2"))),
 				append(empty("n1", "n2", "n3"), node("n4", "default", "c.large", deleting), node("n5", "default", "c.large", validating))...), 3),
-			want: []string{"Empty/delete [n1 n2]"},
+			want: []string{"Empty/delete [n1]"},
 		},
 		{
 			name:   "with a lookahead, waiting and disrupting nodes stop at that many budgets",
 			source: "Millwright: validation lookahead",
 			// Budget 1, lookahead 3: one node drains and two validate.
 			in: withLookahead(in(pool("default", budgets(budget("1"))),
-				append(empty("n1", "n2"), node("n3", "default", "c.large", deleting),
+				append(underutilized("u1", "u2"), node("n3", "default", "c.large", deleting),
 					node("n4", "default", "c.large", validating), node("n5", "default", "c.large", validating))...), 3),
-			verdicts: map[string]string{"n1": "No allowed disruptions for disruption reason Empty"},
+			verdicts: map[string]string{"u1": "No allowed disruptions for disruption reason Underutilized"},
 		},
 		{
 			name:   "uninitialized nodes are not the budget's base",
@@ -410,4 +418,14 @@ func TestDisruptionCostOrder(t *testing.T) {
 func withLookahead(in disruption.Input, budgets int) disruption.Input {
 	in.Options.ValidationLookahead = budgets
 	return in
+}
+
+// underutilized are small nodes of one small pod each, beside a protected
+// node with room for all their pods (so each may be deleted).
+func underutilized(names ...string) []disruption.Node {
+	out := []disruption.Node{node("room", "default", "c.xlarge", annotated(apisv1.AnnotationDoNotDisrupt, "true"))}
+	for _, name := range names {
+		out = append(out, node(name, "default", "c.small", running(pod(name+"-pod", "250m", "256Mi"))))
+	}
+	return out
 }

@@ -238,8 +238,10 @@ type Options struct {
 	// delay (Node.Waiting): the waiting and the disrupting nodes together
 	// may reach this many budgets, one budget's worth at most decided per
 	// pass; a command still needs the budget itself when it is admitted,
-	// so no more nodes than the budget allows are ever disrupted. 0 keeps
-	// one budget's worth waiting beside one disrupting.
+	// so no more nodes than the budget allows are ever disrupted. Empty
+	// decisions never go ahead (they wait out no validation: the pass that
+	// decides them admits them). 0 keeps one budget's worth waiting beside
+	// one disrupting.
 	ValidationLookahead int
 }
 
