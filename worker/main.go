@@ -86,6 +86,9 @@ func newCommand() *cobra.Command {
 			if err := boolFromEnv(cmd, "consolidation-split", "MILLWRIGHT_CONSOLIDATION_SPLIT", &f.consolidationSplit); err != nil {
 				return err
 			}
+			if err := numberFromEnv(cmd, "consolidation-threshold", "MILLWRIGHT_CONSOLIDATION_THRESHOLD", &f.consolidationThreshold); err != nil {
+				return err
+			}
 			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
 				return err
 			}

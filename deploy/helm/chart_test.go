@@ -206,6 +206,7 @@ func TestRenderDefaults(t *testing.T) {
 		"MILLWRIGHT_GC_GRACE":                   "5m",
 		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
 		"MILLWRIGHT_CONSOLIDATION_SPLIT":        "true",
+		"MILLWRIGHT_CONSOLIDATION_THRESHOLD":    "2",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
 		// From the downward API (no literal value): checked in
 		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
@@ -342,6 +343,7 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_GC_GRACE":                   "10m",
 		"MILLWRIGHT_REPAIR_TOLERATION":          "30m",
 		"MILLWRIGHT_CONSOLIDATION_SPLIT":        "true",
+		"MILLWRIGHT_CONSOLIDATION_THRESHOLD":    "2",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL": "5m",
 		"POD_NAMESPACE":                         "", // the downward API's
 		"POD_NAME":                              "",
