@@ -31,6 +31,13 @@ type ComputeCommandsRequest struct {
 	// may commit now, within the budgets: committed nodes are charged,
 	// validating ones are not (implies Validation).
 	Admission bool `json:"admission,omitempty"`
+	// Admitting, in an admission, are the node claims of the command asking
+	// to be admitted: only they may be candidates of the fresh decision
+	// (every other node stays where it is and takes pods). Sent since
+	// change admit-own-candidates; before, the fresh decision considered
+	// every node, and decisions it made for others first could take the
+	// budget or place pods on the command's candidates, refusing it.
+	Admitting []string `json:"admitting,omitempty"`
 	// ValidatingWait: in a pass (not an admission), validating nodes use
 	// no budget but wait in a second ledger of their own, at most one
 	// budget's worth per pool (model/disruption Node.Waiting). Sent by

@@ -53,9 +53,15 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 	case running.Admitted:
 		return activities.AdmitCommandResponse{Admitted: true}, nil
 	}
+	ledger := d.ledgerRequest(true, request.CommandID)
+	if changed(ctx, changeAdmitOwnCandidates) {
+		for _, candidate := range request.Command.Candidates {
+			ledger.Admitting = append(ledger.Admitting, candidate.NodeClaimName)
+		}
+	}
 	var answer activities.ComputeCommandsResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, computeCommandsOptions()),
-		activities.ComputeCommandsActivity, d.ledgerRequest(true, request.CommandID)).Get(ctx, &answer)
+		activities.ComputeCommandsActivity, ledger).Get(ctx, &answer)
 	if err != nil {
 		return activities.AdmitCommandResponse{Busy: true, Why: "validation failed: " + errorDetail(err)}, nil
 	}

@@ -408,9 +408,17 @@ func testAdmission(t *testing.T, command activities.DisruptionCommand, committed
 	if len(admissions) != 2 {
 		t.Fatalf("%d admission computation(s), want 2 (the unknown command needs none)", len(admissions))
 	}
+	var own []string
+	for _, candidate := range command.Candidates {
+		own = append(own, candidate.NodeClaimName)
+	}
 	for _, req := range admissions {
 		if !req.Validation || len(req.Nodes) != 0 {
 			t.Errorf("admission told %+v (validation %v), want a validation without the command's own candidates or replacement", req.Nodes, req.Validation)
+		}
+		// changeAdmitOwnCandidates: the fresh decision may take only them.
+		if !slices.Equal(req.Admitting, own) {
+			t.Errorf("admission named %v as admitting, want the command's own candidates %v", req.Admitting, own)
 		}
 	}
 	// The pass after the admission comes at once and charges nothing for

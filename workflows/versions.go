@@ -261,6 +261,16 @@ const (
 	// away (its in-flight node failed or was consolidated before
 	// kube-scheduler bound the pod) until the 5-minute resync.
 	changeReplanPlacedPods changeID = "replan-placed-pods"
+	// changeAdmitOwnCandidates (disruption_admission.go handleAdmit): an
+	// admission's fresh decision may take only the admitted command's own
+	// candidates (ComputeCommandsRequest.Admitting). Before, it decided
+	// for every node, and its decisions for others came first when they
+	// were cheaper to disrupt: they took the budget or moved pods onto the
+	// command's candidates, and the command was refused as no longer
+	// valid ("blocking budget", "Receives the pods of a disruption"), a
+	// quarter of the commands on mixed-600 once decisions were made ahead
+	// of the budget.
+	changeAdmitOwnCandidates changeID = "admit-own-candidates"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -184,6 +184,9 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	}
 	registerRequestedResources(pods, w.daemonSetPods, all)
 	in := disruption.Input{Now: w.now, DaemonSetPods: w.daemonSetPods, Options: disruptionOptions(req)}
+	if req.Admission {
+		in.Only = req.Admitting
+	}
 	// awaited are the Nodes that unbound pods are nominated to: their room
 	// is spoken for until the scheduler binds them (see below).
 	awaited := map[string]bool{}

@@ -43,6 +43,9 @@ type nodeInfo struct {
 	// receiving: a command of this Compute placed pods on the node, so it
 	// is no candidate for a later one (those pods would not move with it).
 	receiving bool
+	// bystander: Input.Only names other nodes (an admission checks
+	// another command), so no decision is made for this one.
+	bystander bool
 }
 
 // judge runs candidate filtering on ni, as Karpenter's NewCandidate does.
@@ -87,7 +90,7 @@ func (c *computation) judge(ni *nodeInfo) {
 
 // candidate reports whether ni may be disrupted gracefully now.
 func (ni *nodeInfo) candidate() bool {
-	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0 && !ni.receiving
+	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0 && !ni.receiving && !ni.bystander
 }
 
 // consolidatable says why consolidation may not take ni ("" when it may):

@@ -75,6 +75,15 @@ func newComputation(in Input) *computation {
 	for _, ni := range c.nodes {
 		c.judge(ni)
 	}
+	if len(in.Only) > 0 {
+		only := make(map[string]bool, len(in.Only))
+		for _, claim := range in.Only {
+			only[claim] = true
+		}
+		for _, ni := range c.nodes {
+			ni.bystander = !only[ni.node.ClaimName]
+		}
+	}
 	c.countBudgets()
 	return c
 }

@@ -296,6 +296,21 @@ func TestConsolidation(t *testing.T) {
 			want: []string{"Underutilized/delete [big]"},
 		},
 		{
+			name:   "an admission decides only for the command's own candidates",
+			source: "Millwright: admission (Input.Only, change admit-own-candidates)",
+			// Budget 1: Karpenter's order would take s1 (fewer pods) and
+			// leave s2, the admitted command's candidate, refused.
+			in: func() disruption.Input {
+				in := input(pools(pool("default", budgets(budget("1")))),
+					node("s1", "default", "c.small", running(pods(1, "a", "250m", "256Mi")...)),
+					node("s2", "default", "c.small", running(pods(2, "b", "250m", "256Mi")...)),
+					node("room", "default", "c.xlarge", annotated(apisv1.AnnotationDoNotDisrupt, "true")))
+				in.Only = []string{"s2"}
+				return in
+			}(),
+			want: []string{"Underutilized/delete [s2]"},
+		},
+		{
 			name:   "with the score off, any saving is taken",
 			source: "consolidation_test.go: Replace / can replace node (pre-balanced behaviour)",
 			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),

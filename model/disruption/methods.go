@@ -23,7 +23,7 @@ import (
 // likely not the nodes').
 func (c *computation) repair() {
 	for _, ni := range c.nodes {
-		if ni.unhealthy == "" || ni.pool == nil || ni.command >= 0 || !ni.node.Initialized || ni.node.Deleting || ni.node.Disrupting || c.full() {
+		if ni.unhealthy == "" || ni.bystander || ni.pool == nil || ni.command >= 0 || !ni.node.Initialized || ni.node.Deleting || ni.node.Disrupting || c.full() {
 			continue
 		}
 		pl := ni.pool
@@ -48,7 +48,7 @@ func (c *computation) repair() {
 func (c *computation) drift() {
 	var cands []*nodeInfo
 	for _, ni := range c.nodes {
-		if ni.drifted == "" || ni.blocked != "" || ni.command >= 0 {
+		if ni.drifted == "" || ni.blocked != "" || ni.command >= 0 || ni.bystander {
 			continue
 		}
 		if _, tgp := ni.pool.spec.Pool.TerminationGracePeriodDuration(); ni.podBlocked != "" && !tgp {

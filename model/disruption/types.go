@@ -61,6 +61,10 @@ type Input struct {
 	NodePools []NodePool
 	// Options tune the decision; the zero value means Karpenter's defaults.
 	Options Options
+	// Only, when not empty, names the node claims that may be candidates
+	// (an admission checks one command's decision: the other nodes stay
+	// and take pods, but no decision is made for them).
+	Only []string
 }
 
 // Node is a registered Node as disruption sees it.
