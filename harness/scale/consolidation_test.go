@@ -30,8 +30,14 @@ import (
 	"github.com/millwright/millwright/workflows"
 )
 
-var consolidationFlag = flag.String("consolidation.scenarios", "ci",
-	"comma-separated consolidation scenarios (ci, mixed-600, karpenter-perf)")
+var (
+	consolidationFlag = flag.String("consolidation.scenarios", "ci",
+		"comma-separated consolidation scenarios (ci, mixed-600, karpenter-perf)")
+	// The workers get no MILLWRIGHT_* variables from this process
+	// (driver.WorkerEnviron), so settings are tried through their flags.
+	consolidationWorkerArgs = flag.String("consolidation.worker-args", "",
+		"extra worker flags, space-separated (e.g. --consolidation-threshold=4)")
+)
 
 // The consolidation benchmark's pool and namespace (apart from TestScale's).
 const (
@@ -92,7 +98,7 @@ func TestConsolidation(t *testing.T) {
 		chosen = append(chosen, sc)
 	}
 	ctx := context.Background()
-	s := driver.StartForTest(t, "millwright-consolidation-", *keepFlag, driver.Options{})
+	s := driver.StartForTest(t, "millwright-consolidation-", *keepFlag, driver.Options{WorkerArgs: strings.Fields(*consolidationWorkerArgs)})
 	if err := stacktest.ApplyObject(ctx, s.Dynamic, planning.NodePoolResource, consolidatingPool()); err != nil {
 		t.Fatal(err)
 	}
