@@ -181,6 +181,10 @@ type DisruptionVerdict struct {
 	// NodePoolDrifted, …); "" when the node has not drifted.
 	DriftKind string `json:"driftKind,omitempty"`
 	Unhealthy string `json:"unhealthy,omitempty"`
+	// Outlier: consolidation means to take the node before the others and
+	// moves no pods onto it meanwhile; the disruption workflow taints it
+	// OutlierTaintKey so that kube-scheduler does not either.
+	Outlier bool `json:"outlier,omitempty"`
 }
 
 // DisruptionBudget is how many more of a pool's nodes may be disrupted

@@ -14,6 +14,8 @@ const (
 	ReserveNodesActivity   = "ReserveNodes"
 	MarkDisruptionActivity = "MarkDisruption"
 	AdmitCommandActivity   = "AdmitDisruptionCommand"
+	// MarkOutliersActivity is the disruption workflow's, after a pass.
+	MarkOutliersActivity = "MarkOutliers"
 )
 
 // DisruptionCommandActivities are what a disruption command runs to hold its
@@ -38,6 +40,22 @@ type DisruptionCommandActivities interface {
 	// errors are errors; the update id is the command's and the attempt's,
 	// so a retry of one attempt is answered by the same update.
 	AdmitCommand(ctx context.Context, req AdmitCommandRequest) (AdmitCommandResponse, error)
+	// MarkOutliers (the disruption workflow's, after a pass) taints the
+	// Nodes named OutlierTaintKey:PreferNoSchedule and takes that taint
+	// off every other Node. A Node that is gone is skipped. Idempotent.
+	MarkOutliers(ctx context.Context, req MarkOutliersRequest) (MarkOutliersResponse, error)
+}
+
+// MarkOutliersRequest names every Node that should carry the outlier
+// taint; no other Node should.
+type MarkOutliersRequest struct {
+	NodeNames []string `json:"nodeNames,omitempty"`
+}
+
+// MarkOutliersResponse lists the Nodes tainted and untainted.
+type MarkOutliersResponse struct {
+	Marked   []string `json:"marked,omitempty"`
+	Unmarked []string `json:"unmarked,omitempty"`
 }
 
 // AdmitCommandRequest asks the disruption workflow to admit a command.
@@ -118,4 +136,5 @@ func RegisterDisruptionCommands(registry worker.ActivityRegistry, impl Disruptio
 	registry.RegisterActivityWithOptions(impl.ReserveNodes, activity.RegisterOptions{Name: ReserveNodesActivity})
 	registry.RegisterActivityWithOptions(impl.MarkDisruption, activity.RegisterOptions{Name: MarkDisruptionActivity})
 	registry.RegisterActivityWithOptions(impl.AdmitCommand, activity.RegisterOptions{Name: AdmitCommandActivity})
+	registry.RegisterActivityWithOptions(impl.MarkOutliers, activity.RegisterOptions{Name: MarkOutliersActivity})
 }

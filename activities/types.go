@@ -31,6 +31,14 @@ const (
 	// (its default scoring prefers the least allocated nodes, which
 	// underutilized candidates are). It never blocks a pod.
 	CandidateTaintKey = "millwright.dev/disruption-candidate"
+	// OutlierTaintKey (PreferNoSchedule) marks a Node consolidation means
+	// to take before the others (an outlier: priced far above its pool's
+	// median node and mostly unused; model/disruption waste.go): the pods
+	// evicted from the other nodes meanwhile land elsewhere, rather than
+	// fill it and restart its consolidateAfter. The disruption workflow
+	// sets it on the outliers of each pass and takes it off the rest. It
+	// never blocks a pod.
+	OutlierTaintKey = "millwright.dev/consolidation-outlier"
 	// DoNotDisruptAnnotation on a pod blocks voluntary drains of its Node.
 	DoNotDisruptAnnotation = "millwright.dev/do-not-disrupt"
 	// NodeClaimLabel names the node claim (and so the node workflow) a Node

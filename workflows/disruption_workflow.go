@@ -116,6 +116,8 @@ type DisruptionState struct {
 	// Drifted is what each drifted node's workflow was last told
 	// (SignalDrifted), by node claim.
 	Drifted map[string]DriftNotice `json:"drifted,omitempty"`
+	// Outliers are the Nodes MarkOutliers last tainted (sorted).
+	Outliers []string `json:"outliers,omitempty"`
 }
 
 // RunningCommand is a command started and not yet reported done.
@@ -272,6 +274,9 @@ func (d *disruption) waitForPass() {
 		}
 		if d.passNow || d.passAfterStartDue() {
 			d.state.NextPassAt = now
+		}
+		if d.state.Paused {
+			d.markOutliers(nil)
 		}
 		if !d.state.Paused && !d.state.NextPassAt.After(now) {
 			d.triggered, d.passNow = false, false
@@ -432,6 +437,7 @@ func (d *disruption) pass() {
 	d.lastAnswer = answer
 	d.recheckAfter(answer.RecheckAfter)
 	d.noticeDrift(answer.Verdicts)
+	d.markOutliers(outliersOf(answer.Verdicts))
 	summary.Commands, summary.NodesConsidered = len(answer.Commands), answer.NodesConsidered
 	for _, verdict := range answer.Verdicts {
 		if verdict.Candidate {
@@ -472,6 +478,39 @@ func (d *disruption) recheckAfter(after time.Duration) {
 	if at.Before(next) {
 		d.state.NextPassAt = at
 	}
+}
+
+// markOutliers has MarkOutliers taint the Nodes named and untaint the rest
+// when they differ from the last marked (changeMarkOutliers). A failure is
+// logged and left to the next pass.
+func (d *disruption) markOutliers(names []string) {
+	if slices.Equal(names, d.state.Outliers) || !changed(d.ctx, changeMarkOutliers) {
+		return
+	}
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		Summary:                "mark outliers",
+	}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, opts), activities.MarkOutliersActivity,
+		activities.MarkOutliersRequest{NodeNames: names}).Get(d.ctx, nil)
+	if err != nil {
+		d.logger.Warn("Could not mark the consolidation outliers; trying again after the next pass", "outliers", names, "error", err)
+		return
+	}
+	d.state.Outliers = names
+}
+
+// outliersOf are the names of the Nodes verdicts call outliers, sorted.
+func outliersOf(verdicts []activities.DisruptionVerdict) []string {
+	var names []string
+	for _, v := range verdicts {
+		if v.Outlier && v.NodeName != "" {
+			names = append(names, v.NodeName)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // noticeDrift tells each node workflow whose drift changed since the last

@@ -87,6 +87,51 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 	}
 }
 
+// TestDisruptionWorkflowMarksOutliers: the Nodes a pass's answer calls
+// outliers are marked (MarkOutliers, sorted), only when they differ from
+// the last marked; a pause takes every mark off (changeMarkOutliers).
+func TestDisruptionWorkflowMarksOutliers(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	var mu sync.Mutex
+	passes := 0
+	var marks [][]string
+	h.env.RegisterActivityWithOptions(func(context.Context, activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes++
+		verdicts := []activities.DisruptionVerdict{
+			{NodeClaimName: "default-bbbb", NodeName: "ip-b", Outlier: passes <= 2},
+			{NodeClaimName: "default-aaaa", NodeName: "ip-a", Outlier: true},
+			{NodeClaimName: "default-cccc", NodeName: "ip-c"},
+		}
+		return activities.ComputeCommandsResponse{Verdicts: verdicts}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.MarkOutliersRequest) (activities.MarkOutliersResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		marks = append(marks, req.NodeNames)
+		return activities.MarkOutliersResponse{Marked: req.NodeNames}, nil
+	}, activity.RegisterOptions{Name: activities.MarkOutliersActivity, DisableAlreadyRegisteredCheck: true})
+	h.at(5*time.Minute, func() {
+		h.env.UpdateWorkflow(UpdatePauseDisruption, "pause-1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("pause rejected: %v", err) },
+			OnComplete: func(any, error) {},
+		}, PauseRequest{Paused: true, Reason: "change freeze", Requester: "kim"})
+	})
+	h.at(time.Hour, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if passes < 4 {
+		t.Fatalf("%d passes before the pause, want several", passes)
+	}
+	want := [][]string{{"ip-a", "ip-b"}, {"ip-a"}, nil}
+	if !slices.EqualFunc(marks, want, func(a, b []string) bool { return slices.Equal(a, b) }) {
+		t.Errorf("MarkOutliers calls %q, want %q (a change each, none for a pass that changes nothing, then the pause's)", marks, want)
+	}
+}
+
 // TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce: an Empty command
 // gets no validation delay (its nodes were empty for consolidateAfter), a
 // consolidation the 15 s one; a command's end brings the next pass at once

@@ -313,6 +313,8 @@ func decodeRequest(t *testing.T, activityName string, args converter.EncodedValu
 		target = &activities.ComputeCommandsRequest{}
 	case activities.AdmitCommandActivity:
 		target = &activities.AdmitCommandRequest{}
+	case activities.MarkOutliersActivity:
+		target = &activities.MarkOutliersRequest{}
 	default:
 		t.Errorf("unexpected activity %s", activityName)
 		return nil

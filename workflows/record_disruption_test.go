@@ -166,6 +166,10 @@ func (w recordingWorld) AdmitCommand(ctx context.Context, req activities.AdmitCo
 	return resp, err
 }
 
+func (recordingWorld) MarkOutliers(_ context.Context, req activities.MarkOutliersRequest) (activities.MarkOutliersResponse, error) {
+	return activities.MarkOutliersResponse{Marked: req.NodeNames}, nil
+}
+
 func (recordingWorld) MarkDisruption(_ context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	return activities.MarkDisruptionResponse{Changed: req.NodeNames}, nil
 }

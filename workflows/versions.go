@@ -271,6 +271,13 @@ const (
 	// quarter of the commands on mixed-600 once decisions were made ahead
 	// of the budget.
 	changeAdmitOwnCandidates changeID = "admit-own-candidates"
+	// changeMarkOutliers (disruption_workflow.go markOutliers): after a
+	// pass, the nodes its answer calls outliers (Verdict.Outlier) are
+	// tainted activities.OutlierTaintKey:PreferNoSchedule and the others
+	// untainted (MarkOutliers), and a pause takes every mark off, so that
+	// kube-scheduler sends the pods evicted from the other nodes elsewhere
+	// while consolidation waits to take the outlier.
+	changeMarkOutliers changeID = "mark-outliers"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

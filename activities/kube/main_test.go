@@ -171,6 +171,7 @@ func (h *harness) environment(details any) *testsuite.TestActivityEnvironment {
 	env.RegisterActivity(h.activities.Drain)
 	env.RegisterActivity(h.activities.DeleteNode)
 	env.RegisterActivity(h.activities.MarkDisruption)
+	env.RegisterActivity(h.activities.MarkOutliers)
 	return env
 }
 

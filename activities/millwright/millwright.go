@@ -259,6 +259,11 @@ func (a *Activities) AdmitCommand(ctx context.Context, req activities.AdmitComma
 	return a.starter.AdmitCommand(ctx, req)
 }
 
+// MarkOutliers is the Kubernetes activities'.
+func (a *Activities) MarkOutliers(ctx context.Context, req activities.MarkOutliersRequest) (activities.MarkOutliersResponse, error) {
+	return a.kube.MarkOutliers(ctx, req)
+}
+
 // MarkDisruption is the Kubernetes activities'.
 func (a *Activities) MarkDisruption(ctx context.Context, req activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	return a.kube.MarkDisruption(ctx, req)

@@ -57,6 +57,7 @@ func (p *Planner) ComputeCommands(ctx context.Context, req activities.ComputeCom
 		resp.Verdicts = append(resp.Verdicts, activities.DisruptionVerdict{
 			NodeClaimName: v.ClaimName, NodeName: v.NodeName, NodePool: v.NodePool, Candidate: v.Candidate,
 			Command: v.Command, Event: v.Event, Message: v.Message, Drifted: v.Drifted, DriftKind: string(v.DriftKind), Unhealthy: v.Unhealthy,
+			Outlier: v.Outlier,
 		})
 	}
 	for _, b := range r.Budgets {

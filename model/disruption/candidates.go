@@ -46,6 +46,11 @@ type nodeInfo struct {
 	// bystander: Input.Only names other nodes (an admission checks
 	// another command), so no decision is made for this one.
 	bystander bool
+	// outlier: consolidation means to take the node before Karpenter's
+	// order, so it takes no moved pods meanwhile (waste.go); waste is the
+	// hourly price of the share of it its pods leave unused.
+	outlier bool
+	waste   float64
 }
 
 // judge runs candidate filtering on ni, as Karpenter's NewCandidate does.
@@ -260,7 +265,7 @@ func (ni *nodeInfo) empty() bool { return len(ni.moving) == 0 }
 func (ni *nodeInfo) verdict() Verdict {
 	v := Verdict{ClaimName: ni.node.ClaimName, NodeName: ni.node.Name, NodePool: ni.node.NodePool,
 		Candidate: ni.blocked == "" && ni.podBlocked == "", Command: ni.command,
-		Drifted: ni.drifted, DriftKind: ni.driftKind, Unhealthy: ni.unhealthy}
+		Drifted: ni.drifted, DriftKind: ni.driftKind, Unhealthy: ni.unhealthy, Outlier: ni.outlier}
 	switch {
 	case ni.command >= 0:
 	case ni.blocked != "":

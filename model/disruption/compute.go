@@ -94,6 +94,7 @@ func (c *computation) run() {
 	c.repair()
 	c.drift()
 	c.emptiness()
+	c.markOutliers()
 	c.wastefulFirst()
 	c.multiNodeConsolidation()
 	c.singleNodeConsolidation()

@@ -327,6 +327,64 @@ func TestConsolidation(t *testing.T) {
 	})
 }
 
+// TestOutliersTakeNoPods: an outlier whose consolidateAfter has not passed
+// yet is no destination for the other candidates' pods, and its verdict
+// says Outlier (the workflow taints it PreferNoSchedule, so kube-scheduler
+// keeps evicted pods off it too); one consolidation finds nothing for is a
+// destination again.
+func TestOutliersTakeNoPods(t *testing.T) {
+	smalls := func() []disruption.Node {
+		return []disruption.Node{
+			node("s1", "default", "c.small", running(pods(1, "a", "1", "1Gi")...)),
+			node("s2", "default", "c.small", running(pods(1, "b", "1", "1Gi")...)),
+			node("s3", "default", "c.small", running(pods(1, "c", "1", "1Gi")...)),
+			node("s4", "default", "c.small", running(pods(1, "d", "1", "1Gi")...)),
+		}
+	}
+	cases := []struct {
+		name        string
+		big         disruption.Node
+		want        []string
+		wantOutlier bool
+	}{
+		{
+			// big (8× the median, 13 of 16 CPUs unused) had a pod event
+			// 5 s ago: without the rule all four small nodes' pods went
+			// onto it ("delete [s1 s2 s3 s4]").
+			name:        "within its consolidateAfter, the outlier takes no pods",
+			big:         node("big", "default", "c.xlarge", lastPodEvent(now.Add(-5*time.Second)), running(pods(3, "e", "1", "1Gi")...)),
+			want:        []string{"Underutilized/delete [s1 s2]"},
+			wantOutlier: true,
+		},
+		{
+			// Its pods block its own consolidation: it is no outlier, and
+			// the small nodes' pods may go onto it.
+			name:        "an outlier consolidation cannot take is a destination",
+			big:         node("big", "default", "c.xlarge", lastPodEvent(now.Add(-5*time.Second)), running(pods(3, "e", "1", "1Gi", podAnnotated(apisv1.AnnotationDoNotDisrupt, "true"))...)),
+			want:        []string{"Underutilized/delete [s1 s2 s3 s4]"},
+			wantOutlier: false,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(pools(pool("default", consolidateAfter("30s"), budgets(budget("100%")))), append(smalls(), tc.big)...)
+			r := disruption.Compute(in)
+			if got := summaries(r); !slices.Equal(got, tc.want) {
+				t.Errorf("commands:\n got %q\nwant %q", got, tc.want)
+			}
+			v, _ := verdictOf(r, "big")
+			if v.Outlier != tc.wantOutlier {
+				t.Errorf("big: Outlier = %v, want %v (verdict %q)", v.Outlier, tc.wantOutlier, v.Message)
+			}
+			for _, name := range []string{"s1", "s2", "s3", "s4"} {
+				if v, _ := verdictOf(r, name); v.Outlier {
+					t.Errorf("%s: Outlier, want not (priced at the median)", name)
+				}
+			}
+		})
+	}
+}
+
 func withoutSplit(in disruption.Input) disruption.Input { in.Options.DisableSplit = true; return in }
 
 // singleNodeOnly leaves multi-node consolidation nothing to search (it

@@ -28,6 +28,9 @@ type capacity struct {
 	byName map[string]int
 	// excluded marks nodes (by index into nodes) a command removes.
 	excluded []bool
+	// avoided holds the room of the outliers (by index into nodes), which
+	// meanwhile have none: no simulation moves pods onto them.
+	avoided map[int]scheduling.Resources
 	// allocatable are the nodes' allocatable (an in-flight node's is its
 	// free room), which kube-scheduler's LeastAllocated scores against.
 	allocatable []scheduling.Resources
@@ -103,6 +106,36 @@ func (cp *capacity) add(n packer.Node, allocatable scheduling.Resources) {
 	}
 	cp.labels = append(cp.labels, labels)
 	cp.excluded = append(cp.excluded, false)
+}
+
+// avoid takes the room of the node named name out of every simulation
+// until unavoid gives it back.
+func (cp *capacity) avoid(name string) {
+	i, ok := cp.byName[name]
+	if !ok {
+		return
+	}
+	if _, done := cp.avoided[i]; done {
+		return
+	}
+	if cp.avoided == nil {
+		cp.avoided = map[int]scheduling.Resources{}
+	}
+	cp.avoided[i] = cp.nodes[i].Available
+	cp.nodes[i].Available = scheduling.Resources{}
+}
+
+// unavoid gives an avoided node its room back (nothing was placed on it
+// meanwhile).
+func (cp *capacity) unavoid(name string) {
+	i, ok := cp.byName[name]
+	if !ok {
+		return
+	}
+	if room, held := cp.avoided[i]; held {
+		cp.nodes[i].Available = room
+		delete(cp.avoided, i)
+	}
 }
 
 // place puts placed pods on their nodes (in nodes, indexed by byName).

@@ -340,6 +340,11 @@ type Verdict struct {
 	Drifted   string
 	DriftKind DriftKind
 	Unhealthy string
+	// Outlier: consolidation means to take the node before Karpenter's
+	// order (waste.go) and no decision moves pods onto it meanwhile; the
+	// caller keeps kube-scheduler's pods off it too (a PreferNoSchedule
+	// taint), so that it is not filled and its consolidateAfter restarted.
+	Outlier bool
 }
 
 // Events Verdict.Event takes.

@@ -3,6 +3,7 @@ package disruption
 import (
 	"sort"
 
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/scheduling"
 )
 
@@ -36,36 +37,69 @@ const OutlierPriceFactor = 4
 // maxWastefulPerPass bounds the simulations of the waste-first pass.
 const maxWastefulPerPass = 3
 
-// wastefulFirst consolidates the most wasteful candidates first.
+// wastefulFirst consolidates the most wasteful outliers first, and stops
+// avoiding those it found nothing for: they stay destinations for the
+// other candidates' pods, as in Karpenter.
 func (c *computation) wastefulFirst() {
-	type wasteful struct {
-		ni    *nodeInfo
-		waste float64
-	}
-	var list []wasteful
-	median := c.medianPrices()
+	var list []*nodeInfo
 	for _, ni := range c.consolidationCandidates() {
-		if ni.pool == nil || ni.pool.cost <= 0 || ni.node.Price < OutlierPriceFactor*median[ni.pool] || median[ni.pool] <= 0 {
-			continue
-		}
-		waste := ni.node.Price * (1 - c.utilization(ni))
-		if waste >= WastefulShare*ni.pool.cost {
-			list = append(list, wasteful{ni, waste})
+		if ni.outlier {
+			list = append(list, ni)
 		}
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].waste > list[j].waste })
-	for k, w := range list {
+	for k, ni := range list {
 		if k == maxWastefulPerPass || c.full() {
 			return
 		}
-		ni := w.ni
 		if ni.command >= 0 || ni.receiving || !ni.pool.allows(ReasonUnderutilized, 1, 0) {
 			continue
 		}
 		if found, _ := c.consolidate([]*nodeInfo{ni}); found != nil {
 			c.commit(found.cmd, found.cands, found.placements)
+			continue
 		}
+		c.stopAvoiding(ni)
 	}
+}
+
+// markOutliers finds the outliers of pools that consolidate underutilized
+// nodes: nodes priced at least OutlierPriceFactor times their pool's median
+// node that waste at least WastefulShare of its cost, whatever their
+// consolidateAfter says. Until consolidation takes them, no simulation
+// moves pods onto them, and the disruption workflow taints them
+// OutlierTaintKey (PreferNoSchedule, Result's Verdict.Outlier) so that
+// kube-scheduler sends the pods evicted meanwhile elsewhere: an outlier
+// that takes them restarts its consolidateAfter with each one and, fuller,
+// is no longer worth splitting (the sink this replaces: an m7i.48xlarge
+// went from 40 to 80–123 pods while the small nodes were consolidated, and
+// its split came 4 minutes later or never).
+func (c *computation) markOutliers() {
+	median := c.medianPrices()
+	for _, ni := range c.nodes {
+		pl := ni.pool
+		if pl == nil || pl.cost <= 0 || median[pl] <= 0 || ni.node.Price < OutlierPriceFactor*median[pl] ||
+			ni.blocked != "" || ni.podBlocked != "" || ni.command >= 0 || ni.empty() {
+			continue
+		}
+		np := pl.spec.Pool
+		if _, never := np.ConsolidateAfterDuration(); never || np.ConsolidationPolicyOrDefault() != apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+			continue
+		}
+		waste := ni.node.Price * (1 - c.utilization(ni))
+		if waste < WastefulShare*pl.cost {
+			continue
+		}
+		ni.outlier, ni.waste = true, waste
+		c.capacity.avoid(ni.node.Name)
+	}
+}
+
+// stopAvoiding makes an outlier consolidation found nothing for a
+// destination again.
+func (c *computation) stopAvoiding(ni *nodeInfo) {
+	ni.outlier = false
+	c.capacity.unavoid(ni.node.Name)
 }
 
 // medianPrices are the median prices of each pool's nodes.

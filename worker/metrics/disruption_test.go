@@ -29,6 +29,10 @@ func (d *disruptionAnswer) AdmitCommand(context.Context, activities.AdmitCommand
 	return activities.AdmitCommandResponse{Admitted: true}, nil
 }
 
+func (d *disruptionAnswer) MarkOutliers(_ context.Context, req activities.MarkOutliersRequest) (activities.MarkOutliersResponse, error) {
+	return activities.MarkOutliersResponse{Marked: req.NodeNames}, nil
+}
+
 func (d *disruptionAnswer) MarkDisruption(context.Context, activities.MarkDisruptionRequest) (activities.MarkDisruptionResponse, error) {
 	return d.mark, nil
 }
