@@ -318,6 +318,31 @@ func TestConsolidation(t *testing.T) {
 			want: []string{"Underutilized/replace [n1] → [c.large-cheap/on-demand]"},
 		},
 		{
+			name:   "a Balanced pool scores a replacement whatever the worker's threshold",
+			source: "balanced_test.go (Karpenter's Balanced policy, k = 2)",
+			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)), policy(apisv1.ConsolidationPolicyBalanced))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), -1),
+			verdicts: map[string]string{"n1": "Not worth the disruption"},
+		},
+		{
+			// Deleting a saves 33% of the pool's cost for 80% of its
+			// disruption (score 0.42); b's 3-CPU pod fits nowhere cheaper.
+			name:   "a Balanced pool scores a delete",
+			source: "balanced.go CanPassThreshold (Karpenter scores deletes of Balanced pools)",
+			in: input(pools(pool("default", policy(apisv1.ConsolidationPolicyBalanced))),
+				node("a", "default", "c.small", running(pods(4, "a", "250m", "256Mi")...)),
+				node("b", "default", "c.medium", running(pods(1, "b", "3", "1Gi")...))),
+			verdicts: map[string]string{"a": "Not worth the disruption"},
+		},
+		{
+			name:   "the same delete under WhenEmptyOrUnderutilized is taken",
+			source: "consolidation_test.go: Delete / can delete nodes",
+			in: input(pools(pool("default")),
+				node("a", "default", "c.small", running(pods(4, "a", "250m", "256Mi")...)),
+				node("b", "default", "c.medium", running(pods(1, "b", "3", "1Gi")...))),
+			want: []string{"Underutilized/delete [a]"},
+		},
+		{
 			name:   "an explicit $/h floor refuses small savings",
 			source: "Millwright: Options.MinSavingsPerHour (Karpenter's one-node replace; splitting off, see TestSplit)",
 			in: withoutSplit(withMinSavings(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),

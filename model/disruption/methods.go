@@ -319,7 +319,11 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 		// launches nothing that could be replaced again, so it cannot start
 		// a chain; WhenEmptyOrUnderutilized takes it (Karpenter's rule).
 		// Scored, the last few nodes of a scaled-down pool, each holding a
-		// few pods that fit elsewhere, were kept at 1.5× a fresh plan.
+		// few pods that fit elsewhere, were kept at 1.5× a fresh plan. A
+		// Balanced pool scores it, as Karpenter does.
+		if why := c.scoreRefusal(cands, price, true); why != "" {
+			return nil, why
+		}
 		cmd := Command{Reason: ReasonUnderutilized, Kind: KindDelete, Candidates: c.candidates(cands), SavingsPerHour: price}
 		cmd.Message = fmt.Sprintf("Underutilized: %s (%s) deleted, their pods fit on other nodes, saves $%.2f/h", nodesText(len(cands)), describeTypes(typesOf(cands)), price)
 		return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
@@ -358,7 +362,7 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("Replacing saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
 	}
-	if why := c.scoreRefusal(cands, savings); why != "" {
+	if why := c.scoreRefusal(cands, savings, false); why != "" {
 		return nil, why
 	}
 	if !c.poolsAllow(cands, removed) {
@@ -385,14 +389,12 @@ func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
 	return true
 }
 
-// scoreRefusal applies the Balanced score to a replacement (savings share of the pool's cost
-// over disruption share of the pool's disruption ≥ 1/k), per pool of the
-// candidates; "" when every pool approves or the score is off.
-func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64) string {
-	k := c.opts.ConsolidationThreshold
-	if k < 0 {
-		return ""
-	}
+// scoreRefusal applies the Balanced score to a move (savings share of the
+// pool's cost over disruption share of the pool's disruption ≥ 1/k), per
+// pool of the candidates; "" when every pool approves. A Balanced pool
+// scores every move with BalancedK; another pool scores replacements (not
+// deletes) with Options.ConsolidationThreshold, unless it is negative.
+func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting bool) string {
 	total := sumPrices(cands)
 	per := map[*poolInfo][]*nodeInfo{}
 	var pools []*poolInfo
@@ -403,7 +405,8 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64) string {
 		per[ni.pool] = append(per[ni.pool], ni)
 	}
 	for _, pl := range pools {
-		if pl.cost <= 0 || pl.disruption <= 0 {
+		k := c.thresholdOf(pl, deleting)
+		if k < 0 || pl.cost <= 0 || pl.disruption <= 0 {
 			continue
 		}
 		poolSavings := savings
@@ -428,6 +431,19 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64) string {
 		}
 	}
 	return ""
+}
+
+// thresholdOf is the Balanced k a move of pl's nodes must meet, negative
+// when it is not scored: BalancedK in a Balanced pool, else
+// Options.ConsolidationThreshold for a replacement and nothing for a delete.
+func (c *computation) thresholdOf(pl *poolInfo, deleting bool) int {
+	switch {
+	case pl.spec.Pool.ConsolidationPolicyOrDefault() == apisv1.ConsolidationPolicyBalanced:
+		return apisv1.BalancedK
+	case deleting:
+		return -1
+	}
+	return c.opts.ConsolidationThreshold
 }
 
 // sameTypeLimit is, for a multi-node replace, the lowest price among the

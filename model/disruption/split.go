@@ -84,7 +84,7 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("splitting saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
 	}
-	if why := c.scoreRefusal(cands, savings); why != "" {
+	if why := c.scoreRefusal(cands, savings, false); why != "" {
 		return nil, "splitting: " + why
 	}
 	if !c.poolsAllow(cands, 1) {

@@ -83,7 +83,7 @@ func (c *computation) markOutliers() {
 			continue
 		}
 		np := pl.spec.Pool
-		if _, never := np.ConsolidateAfterDuration(); never || np.ConsolidationPolicyOrDefault() != apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+		if _, never := np.ConsolidateAfterDuration(); never || np.ConsolidationPolicyOrDefault() == apisv1.ConsolidationPolicyWhenEmpty {
 			continue
 		}
 		waste := ni.node.Price * (1 - c.utilization(ni))

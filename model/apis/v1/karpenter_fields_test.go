@@ -65,8 +65,7 @@ func karpenterFields() []karpenterField {
 		h(np, "spec.template.spec.terminationGracePeriod", "node workflow drain (workflows/node_drain.go): pods deleted past it"),
 		h(np, "spec.template.spec.expireAfter", "node workflow expiry (workflows/node_ready.go)"),
 		h(np, "spec.disruption.consolidateAfter", "node workflow empty TTL and model/disruption"),
-		h(np, "spec.disruption.consolidationPolicy", "model/disruption methods: WhenEmpty, WhenEmptyOrUnderutilized"),
-		r(np, "spec.disruption.consolidationPolicy", "Balanced"),
+		h(np, "spec.disruption.consolidationPolicy", "model/disruption methods: WhenEmpty, WhenEmptyOrUnderutilized, Balanced (every move scored with k = 2)"),
 		h(np, "spec.disruption.budgets[*].nodes", "budgets (activities/kube/disruption.go, model/disruption)"),
 		h(np, "spec.disruption.budgets[*].schedule", "budget windows (UTC cron)"),
 		h(np, "spec.disruption.budgets[*].duration", "budget windows"),
@@ -203,7 +202,7 @@ func TestUnsupportedFieldsListedOnce(t *testing.T) {
 		}
 	}
 	for _, f := range karpenterFields() {
-		if f.status != refused || f.path == "spec.disruption.consolidationPolicy" {
+		if f.status != refused {
 			continue
 		}
 		if !slices.ContainsFunc(listed[f.kind], func(u UnsupportedField) bool { return u.Path == f.path }) {

@@ -224,7 +224,7 @@ type NodeClassReference struct {
 }
 
 // ConsolidationPolicy says which nodes consolidation may remove or replace.
-// +kubebuilder:validation:Enum:=WhenEmpty;WhenEmptyOrUnderutilized
+// +kubebuilder:validation:Enum:=WhenEmpty;WhenEmptyOrUnderutilized;Balanced
 type ConsolidationPolicy string
 
 const (
@@ -234,12 +234,22 @@ const (
 	// ConsolidationPolicyWhenEmptyOrUnderutilized also lets it move pods
 	// off underused nodes to remove or replace them with cheaper ones.
 	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	// ConsolidationPolicyBalanced is WhenEmptyOrUnderutilized where every
+	// move, deletes included, must score at least 1/BalancedK: the share of
+	// the pool's cost it saves over the share of the pool's disruption it
+	// causes (Karpenter's Balanced policy, same k).
+	ConsolidationPolicyBalanced ConsolidationPolicy = "Balanced"
 )
+
+// BalancedK is the Balanced policy's k (Karpenter's v1.BalancedK): a move
+// is taken when its score is at least 1/k.
+const BalancedK = 2
 
 // SupportedConsolidationPolicies lists every ConsolidationPolicy.
 var SupportedConsolidationPolicies = []ConsolidationPolicy{
 	ConsolidationPolicyWhenEmpty,
 	ConsolidationPolicyWhenEmptyOrUnderutilized,
+	ConsolidationPolicyBalanced,
 }
 
 // Disruption says when Millwright may voluntarily take a pool's nodes away.
@@ -250,7 +260,8 @@ type Disruption struct {
 	// +kubebuilder:default:="0s"
 	// +optional
 	ConsolidateAfter DurationOrNever `json:"consolidateAfter,omitempty"`
-	// ConsolidationPolicy: WhenEmpty or WhenEmptyOrUnderutilized (default).
+	// ConsolidationPolicy: WhenEmpty, WhenEmptyOrUnderutilized (default)
+	// or Balanced.
 	// +kubebuilder:default:="WhenEmptyOrUnderutilized"
 	// +optional
 	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
