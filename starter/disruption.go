@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/worker/connect"
 	"github.com/millwright/millwright/workflows"
 )
@@ -148,7 +149,11 @@ func printDisruptionPlan(out io.Writer, view workflows.DisruptionStateView) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  NODE\tPOOL\tCANDIDATE\tEVENT\tWHY")
 	for _, verdict := range view.Verdicts {
-		fmt.Fprintf(w, "  %s\t%s\t%v\t%s\t%s\n", verdict.NodeName, verdict.NodePool, verdict.Candidate, verdict.Event, verdict.Message)
+		why := verdict.Message
+		if verdict.Outlier {
+			why = strings.TrimSuffix("outlier, consolidated first and kept free of moved pods ("+activities.OutlierTaintKey+":PreferNoSchedule); "+why, "; ")
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%v\t%s\t%s\n", verdict.NodeName, verdict.NodePool, verdict.Candidate, verdict.Event, why)
 	}
 	_ = w.Flush()
 }
