@@ -195,7 +195,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		}
 	}
 	scaledDown := time.Now()
-	fresh, freshNodes := freshPlanCost(t, s, kept)
+	fresh, freshNodes, freshLaunched := freshPlanCost(t, s, kept)
 
 	deadline := scaledDown.Add(consolidateAfter + settleWindow)
 	var last consolidationSample
@@ -229,7 +229,8 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		time.Sleep(2 * time.Second)
 	}
 	ratio := last.cost / fresh
-	fmt.Fprintf(&b, "  fresh plan of the %3d   %d nodes, $%.2f/h\n", remaining, freshNodes, fresh)
+	fmt.Fprintf(&b, "  fresh plan of the %3d   %d nodes, $%.2f/h at their cheapest options; $%.2f/h as CreateFleet's price-capacity-optimized would launch them (%.2f× of the end's cost)\n",
+		remaining, freshNodes, fresh, freshLaunched, last.cost/freshLaunched)
 	if reached > 0 {
 		fmt.Fprintf(&b, "  settled after           %s (consolidateAfter %s): %d nodes, $%.2f/h = %.2f× the fresh plan\n",
 			reached.Round(time.Second), consolidateAfter, last.nodes, last.cost, ratio)
@@ -377,8 +378,11 @@ func sampleConsolidation(ctx context.Context, s *driver.Stack) consolidationSamp
 
 // freshPlanCost is what the packer would launch for the kept pods from
 // nothing: the pool's requirements over the catalog, priced as the emulator
-// prices them, in the zones the pool's nodes used.
-func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (float64, int) {
+// prices them, in the zones the pool's nodes used. cheapest prices each
+// node at its cheapest option (the target's yardstick); launched at the
+// option CreateFleet would take (asLaunched), which for spot is the
+// cheapest deep pool, as it takes for the nodes being measured.
+func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (cheapest float64, nodes int, launched float64) {
 	t.Helper()
 	zones := map[string]bool{}
 	for _, inst := range poolInstancesOf(s, consolidationPool, false) {
@@ -422,7 +426,49 @@ func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (float64, i
 	if len(result.Unschedulable) > 0 {
 		t.Errorf("fresh plan: %d pods unschedulable (first: %s)", len(result.Unschedulable), result.Unschedulable[0].Reason)
 	}
-	return result.TotalPrice(), len(result.NewNodes)
+	for _, n := range result.NewNodes {
+		launched += asLaunched(s, n)
+	}
+	return result.TotalPrice(), len(result.NewNodes), launched
+}
+
+// asLaunched is the hourly price of the instance CreateFleet would launch
+// for plan: on-demand at the chosen option's price; spot by
+// price-capacity-optimized over the options in the plan's zones (the
+// cheapest pool of capacity score ≥ 6, else the cheapest), as the emulator
+// orders them.
+func asLaunched(s *driver.Stack, plan packer.NodePlan) float64 {
+	if plan.CapacityType != apisv1.CapacityTypeSpot {
+		return plan.Price
+	}
+	zones := plan.Zones
+	if len(zones) == 0 {
+		zones = []string{plan.Zone}
+	}
+	deep, shallow := math.Inf(1), math.Inf(1)
+	for _, o := range plan.Options {
+		if o.CapacityType != apisv1.CapacityTypeSpot {
+			continue
+		}
+		for _, z := range zones {
+			price, ok := s.Emulator().HourlyPrice(o.InstanceType, z, apisv1.CapacityTypeSpot)
+			if !ok {
+				continue
+			}
+			if s.Emulator().SpotCapacityScore(o.InstanceType, z) >= 6 {
+				deep = min(deep, price)
+			} else {
+				shallow = min(shallow, price)
+			}
+		}
+	}
+	switch {
+	case !math.IsInf(deep, 1):
+		return deep
+	case !math.IsInf(shallow, 1):
+		return shallow
+	}
+	return plan.Price
 }
 
 // consolidatingPoolRequirements are the pool's template requirements.

@@ -166,6 +166,14 @@ func (e *Emulator) HourlyPrice(instanceType, zone, capacityType string) (float64
 	return e.world.poolPrice(it, zone, capacityType), true
 }
 
+// SpotCapacityScore is the simulated depth of the spot pool of
+// instanceType in zone, 1 (shallow) to 10 (deep): CreateFleet's
+// price-capacity-optimized strategy takes the cheapest pool scoring at
+// least 6 before any shallower one.
+func (e *Emulator) SpotCapacityScore(instanceType, zone string) int {
+	return e.world.spotCapacityScore(instanceType, zone)
+}
+
 // InstanceUserData is the base64 userData an instance was launched with.
 func (e *Emulator) InstanceUserData(id string) (string, bool) {
 	e.mu.Lock()
