@@ -229,7 +229,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		time.Sleep(2 * time.Second)
 	}
 	ratio := last.cost / fresh
-	fmt.Fprintf(&b, "  fresh plan of the %3d   %d nodes, $%.2f/h at their cheapest options; $%.2f/h as CreateFleet's price-capacity-optimized would launch them (%.2f× of the end's cost)\n",
+	fmt.Fprintf(&b, "  fresh plan of the %3d   %d nodes, $%.2f/h at their cheapest options (the target's yardstick); $%.2f/h as CreateFleet's price-capacity-optimized would launch them (the end costs %.2f× that)\n",
 		remaining, freshNodes, fresh, freshLaunched, last.cost/freshLaunched)
 	if reached > 0 {
 		fmt.Fprintf(&b, "  settled after           %s (consolidateAfter %s): %d nodes, $%.2f/h = %.2f× the fresh plan\n",
