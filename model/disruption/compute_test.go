@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
@@ -389,6 +390,13 @@ func TestOutliersTakeNoPods(t *testing.T) {
 			want:        []string{"Underutilized/delete [s1 s2 s3 s4]"},
 			wantOutlier: false,
 		},
+		{
+			// It uses 3 of 16 CPUs but its one GPU: no waste.
+			name:        "a node whose accelerator is in use is no outlier",
+			big:         gpuNode(),
+			want:        []string{"Underutilized/delete [s1 s2 s3 s4]"},
+			wantOutlier: false,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,6 +416,18 @@ func TestOutliersTakeNoPods(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gpuNode is a c.xlarge with one GPU, held by one of its three pods, and
+// a pod event 5 s ago.
+func gpuNode() disruption.Node {
+	gpu := scheduling.MustResources(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")})
+	holder := pod("e-gpu", "1", "1Gi")
+	holder.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	holder.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	n := node("big", "default", "c.xlarge", lastPodEvent(now.Add(-5*time.Second)), running(append(pods(2, "e", "1", "1Gi"), holder)...))
+	n.Allocatable = n.Allocatable.Add(gpu)
+	return n
 }
 
 func withoutSplit(in disruption.Input) disruption.Input { in.Options.DisableSplit = true; return in }

@@ -118,8 +118,10 @@ func (c *computation) medianPrices() map[*poolInfo]float64 {
 	return out
 }
 
-// utilization is the larger of the shares of the node's CPU and memory
-// its active pods request.
+// utilization is the largest share of any of the node's resources (CPU,
+// memory, ephemeral storage, accelerators; not pod slots) its active pods
+// request: a GPU node whose one pod holds its GPU is fully used however
+// little CPU that pod asks for.
 func (c *computation) utilization(ni *nodeInfo) float64 {
 	alloc := ni.node.Allocatable
 	if alloc[scheduling.IndexCPU] <= 0 || alloc[scheduling.IndexMemory] <= 0 {
@@ -131,7 +133,12 @@ func (c *computation) utilization(ni *nodeInfo) float64 {
 			used = used.Add(c.requests(p.Pod))
 		}
 	}
-	cpu := float64(used[scheduling.IndexCPU]) / float64(alloc[scheduling.IndexCPU])
-	mem := float64(used[scheduling.IndexMemory]) / float64(alloc[scheduling.IndexMemory])
-	return min(max(cpu, mem), 1)
+	share := 0.0
+	for i := range alloc {
+		if i == scheduling.IndexPods || alloc[i] <= 0 {
+			continue
+		}
+		share = max(share, float64(used[i])/float64(alloc[i]))
+	}
+	return min(share, 1)
 }
