@@ -48,12 +48,7 @@ func TestDisruptionWorkflowStartsCommandsWithinItsLedger(t *testing.T) {
 		firstCommand = view.Running[0].ID
 		h.env.SignalWorkflow(SignalCommandDone, CommandOutcome{CommandID: firstCommand, Result: CommandSucceeded})
 	})
-	h.at(time.Minute, func() {
-		h.env.UpdateWorkflow(UpdatePauseDisruption, "pause-1", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { t.Errorf("pause rejected: %v", err) },
-			OnComplete: func(any, error) {},
-		}, PauseRequest{Paused: true, Reason: "change freeze", Requester: "kim"})
-	})
+	h.at(time.Minute, func() { pauseDisruption(t, h) })
 	h.at(time.Hour, func() { h.env.CancelWorkflow() })
 	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
 
@@ -112,12 +107,7 @@ func TestDisruptionWorkflowMarksOutliers(t *testing.T) {
 		marks = append(marks, req.NodeNames)
 		return activities.MarkOutliersResponse{Marked: req.NodeNames}, nil
 	}, activity.RegisterOptions{Name: activities.MarkOutliersActivity, DisableAlreadyRegisteredCheck: true})
-	h.at(5*time.Minute, func() {
-		h.env.UpdateWorkflow(UpdatePauseDisruption, "pause-1", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { t.Errorf("pause rejected: %v", err) },
-			OnComplete: func(any, error) {},
-		}, PauseRequest{Paused: true, Reason: "change freeze", Requester: "kim"})
-	})
+	h.at(5*time.Minute, func() { pauseDisruption(t, h) })
 	h.at(time.Hour, func() { h.env.CancelWorkflow() })
 	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
 
@@ -130,6 +120,15 @@ func TestDisruptionWorkflowMarksOutliers(t *testing.T) {
 	if !slices.EqualFunc(marks, want, func(a, b []string) bool { return slices.Equal(a, b) }) {
 		t.Errorf("MarkOutliers calls %q, want %q (a change each, none for a pass that changes nothing, then the pause's)", marks, want)
 	}
+}
+
+// pauseDisruption pauses the disruption workflow h runs, as kim for a
+// change freeze.
+func pauseDisruption(t *testing.T, h *harness) {
+	h.env.UpdateWorkflow(UpdatePauseDisruption, "pause-1", &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { t.Errorf("pause rejected: %v", err) },
+		OnComplete: func(any, error) {},
+	}, PauseRequest{Paused: true, Reason: "change freeze", Requester: "kim"})
 }
 
 // TestEmptyCommandsValidateAtOnceAndAnEndPassesAtOnce: an Empty command
