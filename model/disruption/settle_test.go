@@ -34,6 +34,11 @@ type settleWorld struct {
 	// spread places moved pods as kube-scheduler's default scoring does
 	// (LeastAllocated: the node with the most room left), not first-fit.
 	spread bool
+	// outliers are the nodes the last Result called outliers: the
+	// disruption workflow taints them PreferNoSchedule, so moved pods go
+	// to them only when no other node fits (TaintToleration outweighs
+	// LeastAllocated in kube-scheduler's scores).
+	outliers map[string]bool
 }
 
 // unitHash is a deterministic value in [0, 1) for the parts.
@@ -192,6 +197,12 @@ func (w *settleWorld) scaleDown(keep float64) {
 // simulation planned them (largest first onto the node left the emptiest,
 // which is the placement Compute's simulation assumes).
 func (w *settleWorld) carryOut(r disruption.Result) {
+	w.outliers = map[string]bool{}
+	for _, v := range r.Verdicts {
+		if v.Outlier {
+			w.outliers[v.NodeName] = true
+		}
+	}
 	if !w.spread {
 		w.carryOutAsPlanned(r)
 		return
@@ -281,6 +292,9 @@ func (w *settleWorld) placeLeastAllocated(pods []*corev1.Pod) []string {
 			}
 			left := avail.Sub(requests(p))
 			score := float64(left.CPU())/float64(n.Allocatable.CPU()) + float64(left.Memory())/float64(n.Allocatable.Memory())
+			if !w.outliers[n.Name] {
+				score += 10 // any untainted node first
+			}
 			if score > bestScore {
 				best, bestScore = i, score
 			}
