@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.uber.org/zap"
@@ -40,13 +41,7 @@ func (a *Activities) MarkOutliers(ctx context.Context, req activities.MarkOutlie
 			untaint = append(untaint, node.Name)
 		}
 	}
-	names := append(slices.Sorted(func(yield func(string) bool) {
-		for name := range want {
-			if !yield(name) {
-				return
-			}
-		}
-	}), untaint...)
+	names := append(slices.Sorted(maps.Keys(want)), untaint...)
 	changed := make([]bool, len(names))
 	group, groupCtx := errgroup.WithContext(ctx)
 	group.SetLimit(maxConcurrentMarks)
