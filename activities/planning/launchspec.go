@@ -15,7 +15,7 @@ import (
 )
 
 // launchSpec turns one packer node plan into what the node workflow
-// launches: the packer's options (same zone, cheapest first, at most
+// launches: the packer's options (cheapest first, at most
 // packer.MaxInstanceTypeOptions) with their offerings, the pool's template,
 // the labels the plan's pods rely on and the reason for the node.
 func (w *world) launchSpec(cluster string, ps *poolState, plan *packer.NodePlan, registrationTimeout time.Duration) activities.NodeLaunchSpec {
@@ -63,12 +63,13 @@ func baseSpec(cluster string, ps *poolState, registrationTimeout time.Duration) 
 }
 
 // planOptions lists the plan's options in the packer's order, one per
-// instance type, each with its offerings in the plan's zone.
+// instance type, each with its offerings: in the plan's zone, or in every
+// zone the packer found its pods do not depend on.
 func planOptions(plan *packer.NodePlan) []activities.InstanceTypeOption {
 	var options []activities.InstanceTypeOption
 	index := map[string]int{}
 	for _, o := range plan.Options {
-		offering := activities.Offering{Zone: plan.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price}
+		offering := activities.Offering{Zone: plan.ZoneOf(o), CapacityType: o.CapacityType, PricePerHour: o.Price}
 		if i, ok := index[o.InstanceType]; ok {
 			options[i].Offerings = append(options[i].Offerings, offering)
 			continue

@@ -46,12 +46,19 @@ func TestPlanLaunchesANodeForPendingPods(t *testing.T) {
 	if got, want := optionNames(spec), []string{"m5.large", "m5.xlarge"}; !slices.Equal(got, want) {
 		t.Errorf("options %v, want %v (cheapest first)", got, want)
 	}
+	// The pods do not depend on the zone: every option is offered in each
+	// of the emulator's three zones, so CreateFleet chooses among them.
 	zone := spec.InstanceTypeOptions[0].Offerings[0].Zone
 	for _, option := range spec.InstanceTypeOptions {
+		zones := map[string]bool{}
 		for _, o := range option.Offerings {
-			if o.Zone != zone || o.CapacityType != activities.CapacityTypeOnDemand || o.PricePerHour <= 0 {
-				t.Errorf("option %s offering %+v: want on-demand in %s with a price", option.Name, o, zone)
+			zones[o.Zone] = true
+			if o.CapacityType != activities.CapacityTypeOnDemand || o.PricePerHour <= 0 {
+				t.Errorf("option %s offering %+v: want on-demand with a price", option.Name, o)
 			}
+		}
+		if len(zones) != 3 || len(option.Offerings) != 3 {
+			t.Errorf("option %s offerings %+v: want one in each of 3 zones", option.Name, option.Offerings)
 		}
 	}
 	if !slices.Equal(spec.PodKeys, keys) {

@@ -20,7 +20,8 @@ const podsNamedInReason = 3
 //
 //	2 pod(s) (ns/a, ns/b) need cpu 1500m, memory 3Gi (+ DaemonSets cpu 100m);
 //	considered 412 instance types of NodePool default; chose m5.large spot
-//	us-east-1a $0.0400/h, 11 fallback option(s); rejected: 300 by pool
+//	us-east-1a $0.0400/h, 11 fallback option(s), in any of us-east-1a,
+//	us-east-1b, us-east-1c; rejected: 300 by pool
 //	requirement millwright.dev/instance-category, 50 too small, 51 more expensive
 func (w *world) launchReason(ps *poolState, plan *packer.NodePlan) string {
 	var podsReq, dsReq scheduling.Resources
@@ -40,8 +41,12 @@ func (w *world) launchReason(ps *poolState, plan *packer.NodePlan) string {
 	}
 	fmt.Fprintf(&b, "; considered %d instance types of NodePool %s", len(ps.types), ps.pool.Name)
 	fmt.Fprintf(&b, "; chose %s %s %s $%.4f/h", plan.InstanceType, plan.CapacityType, plan.Zone, plan.Price)
-	if n := len(plan.Options) - 1; n > 0 {
+	if n := packer.OptionTypes(plan.Options) - 1; n > 0 {
 		fmt.Fprintf(&b, ", %d fallback option(s)", n)
+	}
+	if len(plan.Zones) > 1 {
+		// Its pods do not depend on the zone: CreateFleet may take any.
+		fmt.Fprintf(&b, ", in any of %s", strings.Join(plan.Zones, ", "))
 	}
 	if rejected := w.rejections(ps, plan, podsReq.Add(dsReq)); rejected != "" {
 		b.WriteString("; rejected: ")

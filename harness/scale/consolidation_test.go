@@ -434,32 +434,26 @@ func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (cheapest f
 
 // asLaunched is the hourly price of the instance CreateFleet would launch
 // for plan: on-demand at the chosen option's price; spot by
-// price-capacity-optimized over the options in the plan's zones (the
-// cheapest pool of capacity score ≥ 6, else the cheapest), as the emulator
-// orders them.
+// price-capacity-optimized over the plan's offerings (the cheapest pool of
+// capacity score ≥ 6, else the cheapest), as the emulator orders them.
 func asLaunched(s *driver.Stack, plan packer.NodePlan) float64 {
 	if plan.CapacityType != apisv1.CapacityTypeSpot {
 		return plan.Price
-	}
-	zones := plan.Zones
-	if len(zones) == 0 {
-		zones = []string{plan.Zone}
 	}
 	deep, shallow := math.Inf(1), math.Inf(1)
 	for _, o := range plan.Options {
 		if o.CapacityType != apisv1.CapacityTypeSpot {
 			continue
 		}
-		for _, z := range zones {
-			price, ok := s.Emulator().HourlyPrice(o.InstanceType, z, apisv1.CapacityTypeSpot)
-			if !ok {
-				continue
-			}
-			if s.Emulator().SpotCapacityScore(o.InstanceType, z) >= 6 {
-				deep = min(deep, price)
-			} else {
-				shallow = min(shallow, price)
-			}
+		z := plan.ZoneOf(o)
+		price, ok := s.Emulator().HourlyPrice(o.InstanceType, z, apisv1.CapacityTypeSpot)
+		if !ok {
+			continue
+		}
+		if s.Emulator().SpotCapacityScore(o.InstanceType, z) >= 6 {
+			deep = min(deep, price)
+		} else {
+			shallow = min(shallow, price)
 		}
 	}
 	switch {

@@ -348,8 +348,8 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 			if c.opts.DisableSpotToSpot {
 				return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
 			}
-			if len(cands) == 1 && len(opts) < MinSpotToSpotOptions {
-				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, len(opts))
+			if types := packer.OptionTypes(opts); len(cands) == 1 && types < MinSpotToSpotOptions {
+				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, types)
 			}
 		}
 		opts = cheapestSpot(opts)
@@ -472,16 +472,25 @@ func cheaperOptions(opts []packer.InstanceTypeOption, limit float64) []packer.In
 	return out
 }
 
-// cheapestSpot keeps the cheapest MinSpotToSpotOptions of spot opts
-// (cheapest first). A spot launch may land on any option: keeping these
-// means the node it becomes never has that many cheaper options, so it
-// cannot be replaced again at once (Karpenter truncates spot→spot; we also
-// truncate on-demand→spot and splits).
+// cheapestSpot keeps the offerings of the cheapest MinSpotToSpotOptions
+// instance types of spot opts (cheapest first; a type may be offered in
+// several zones). A spot launch may land on any option: keeping these
+// means the node it becomes never has that many cheaper types, so it
+// cannot be replaced again at once (Karpenter truncates spot→spot to 15
+// types; we also truncate on-demand→spot and splits).
 func cheapestSpot(opts []packer.InstanceTypeOption) []packer.InstanceTypeOption {
-	if len(opts) > MinSpotToSpotOptions {
-		return opts[:MinSpotToSpotOptions]
+	kept := map[string]bool{}
+	var out []packer.InstanceTypeOption
+	for _, o := range opts {
+		if !kept[o.InstanceType] {
+			if len(kept) == MinSpotToSpotOptions {
+				continue
+			}
+			kept[o.InstanceType] = true
+		}
+		out = append(out, o)
 	}
-	return opts
+	return out
 }
 
 // launchText names a plan's launch, "c6i.2xlarge (spot)".

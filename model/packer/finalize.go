@@ -1,7 +1,9 @@
 package packer
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -248,10 +250,18 @@ func (p *packer) result() Result {
 		if len(n.pods) == 0 {
 			continue
 		}
-		pt := p.pts[n.pt]
+		options := n.options
+		ptIdx, slot := n.pt, n.slot
+		if len(options) > 0 && p.zoneFree(n) {
+			options = p.acrossZones(n, options)
+			// The cheapest offering of any zone is the launch the plan
+			// prices; its pods do not care which zone it is in.
+			ptIdx, slot = int(options[0].pt), int(options[0].slot)
+		}
+		pt := p.pts[ptIdx]
 		pl := p.pools[pt.pool]
-		zone, ct := p.slotZone(n.slot), p.slotCT(n.slot)
-		key := [2]int{n.pt, n.slot}
+		zone, ct := p.slotZone(slot), p.slotCT(slot)
+		key := [2]int{ptIdx, slot}
 		labels, ok := labelCache[key]
 		if !ok {
 			labels = make(map[string]string, len(pt.labels)+2)
@@ -269,29 +279,35 @@ func (p *packer) result() Result {
 			InstanceType:  pt.it.Name,
 			Zone:          zone,
 			CapacityType:  ct,
-			Price:         pt.price[n.slot],
-			Zones:         []string{zone},
+			Price:         pt.price[slot],
 			Labels:        labels,
 			Taints:        append([]corev1.Taint(nil), pl.taints...),
 			StartupTaints: append([]corev1.Taint(nil), pl.spec.StartupTaints...),
 			Requests:      n.podReq,
 		}
-		cts := map[string]bool{}
-		for _, o := range n.options {
-			oct := p.slotCT(int(o.slot))
-			plan.Options = append(plan.Options, InstanceTypeOption{InstanceType: p.pts[o.pt].it.Name, CapacityType: oct, Price: o.price})
-			cts[oct] = true
+		cts, zones := map[string]bool{}, map[string]bool{}
+		plan.Options = make([]InstanceTypeOption, 0, len(options))
+		for _, o := range options {
+			oct, oz := p.slotCT(int(o.slot)), p.slotZone(int(o.slot))
+			plan.Options = append(plan.Options, InstanceTypeOption{InstanceType: p.pts[o.pt].it.Name, CapacityType: oct, Zone: oz, Price: o.price})
+			cts[oct], zones[oz] = true, true
 		}
 		for _, c := range p.cts {
 			if cts[c] {
 				plan.CapacityTypes = append(plan.CapacityTypes, c)
 			}
 		}
+		plan.Zones = []string{zone}
+		for _, z := range p.zones {
+			if zones[z] && z != zone {
+				plan.Zones = append(plan.Zones, z)
+			}
+		}
 		for _, i := range n.pods {
 			plan.Pods = append(plan.Pods, p.in.Pods[i])
 		}
 		for _, ds := range p.daemonSets {
-			if ds.mask[pt.idx]&(1<<n.slot) != 0 {
+			if ds.mask[pt.idx]&(1<<slot) != 0 {
 				plan.DaemonSetPods = append(plan.DaemonSetPods, ds.pod)
 				plan.Requests = plan.Requests.Add(ds.req)
 			}
@@ -317,4 +333,57 @@ func (p *packer) result() Result {
 		r.Unschedulable = append(r.Unschedulable, Unschedulable{Pod: p.in.Pods[u.idx], Reason: u.reason})
 	}
 	return r
+}
+
+// zoneFree reports whether no pod on planned node n depends on the zone the
+// node lands in: no class on it carries or is counted by a topology rule on
+// any key but the hostname (a zone spread, a zonal (anti-)affinity, or a
+// rule on a label that varies between launches). Requirements on the zone
+// (a node selector, a volume's topology) are not rules: they narrow the
+// slots the class suits, which acrossZones checks per offering.
+func (p *packer) zoneFree(n *node) bool {
+	for _, ci := range n.classes {
+		c := p.classes[ci]
+		if c.pinned {
+			return false
+		}
+		for _, r := range c.rules {
+			if !p.groups[r.g].hostname {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// acrossZones widens a zone-free node's options (its zone's, cheapest first)
+// to the same instance types' offerings of the same capacity type in the
+// other zones that suit every pod on it, fit them and are priced at most
+// the dearest of opts, cheapest first. The cap keeps the launch within the
+// price range the plan accepted in its own zone whichever pool CreateFleet
+// takes.
+func (p *packer) acrossZones(n *node, opts []candidate) []candidate {
+	limit := 0.0
+	for _, o := range opts {
+		limit = max(limit, o.price)
+	}
+	// opts are all in n's zone, one per (type, capacity type): the
+	// launches added are new.
+	own := p.zoneIdx[p.slotZone(n.slot)]
+	nCT := len(p.cts)
+	out := make([]candidate, len(opts), len(opts)*len(p.zones))
+	copy(out, opts)
+	for _, o := range opts {
+		pt := p.pts[o.pt]
+		ct := int(o.slot) % nCT
+		for z := range p.zones {
+			s := z*nCT + ct
+			if z == own || pt.offered&(1<<s) == 0 || pt.price[s] > limit || !p.launchFeasible(n, o.pt, s) {
+				continue
+			}
+			out = append(out, candidate{pt: o.pt, slot: int32(s), price: pt.price[s]})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Compare(a.price, b.price) })
+	return out
 }

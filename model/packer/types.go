@@ -115,12 +115,17 @@ type NodePlan struct {
 	Zone         string
 	CapacityType string
 	Price        float64
-	// Options are the instance types that could host the same pods in the
-	// same zone, cheapest first, at most MaxInstanceTypeOptions, each at the
-	// offering the capacity-type rule picks; Options[0] is the chosen one.
+	// Options are the offerings that could host the same pods, cheapest
+	// first, each at the capacity type the capacity-type rule picks, over
+	// at most MaxInstanceTypeOptions instance types; Options[0] is the
+	// chosen one. They are in the chosen zone, or, when no pod on the node
+	// depends on its zone (zoneFree), in every zone the pods and the pool
+	// allow, priced at most the dearest option of the chosen zone: then
+	// CreateFleet's allocation strategy chooses among the pools of every
+	// zone (price-capacity-optimized weighs their depth), as Karpenter's
+	// NodeClaims do, instead of among one zone's.
 	Options []InstanceTypeOption
-	// Zones and CapacityTypes the launch may use (the zone is fixed by
-	// topology accounting; capacity types are those of Options).
+	// Zones and CapacityTypes the launch may use: those of Options.
 	Zones         []string
 	CapacityTypes []string
 	// Labels the node will carry (canonical keys plus Karpenter aliases),
@@ -137,11 +142,31 @@ type NodePlan struct {
 	Requests scheduling.Resources
 }
 
-// InstanceTypeOption is one instance type a NodePlan may launch.
+// InstanceTypeOption is one offering a NodePlan may launch: an instance
+// type in a zone at a capacity type.
 type InstanceTypeOption struct {
 	InstanceType string
 	CapacityType string
-	Price        float64
+	// Zone is the offering's zone; empty means the plan's Zone.
+	Zone  string
+	Price float64
+}
+
+// ZoneOf is the zone of option o of plan.
+func (plan *NodePlan) ZoneOf(o InstanceTypeOption) string {
+	if o.Zone != "" {
+		return o.Zone
+	}
+	return plan.Zone
+}
+
+// OptionTypes is how many distinct instance types opts offer.
+func OptionTypes(opts []InstanceTypeOption) int {
+	seen := make(map[string]bool, len(opts))
+	for _, o := range opts {
+		seen[o.InstanceType] = true
+	}
+	return len(seen)
 }
 
 // TotalPrice is the summed hourly price of the new nodes.

@@ -72,6 +72,8 @@ type verifier struct {
 	launchList []launch
 	storage    *storageIndex
 	dsRequests map[string]scheduling.Resources
+	otherZones map[string]bool // node|zone pairs checkOtherZone has checked
+	zoneTerms  []*vterm        // zoneCountingTerms, once computed
 }
 
 // nodeAffinity returns the pod's parsed nodeSelector and required node affinity.
@@ -440,9 +442,10 @@ func (v *verifier) checkVolumes(p *corev1.Pod, vn *vnode) {
 }
 
 // checkOptions checks a new node's launch options: each is a type of the
-// pool with an available offering in the node's zone at its price that
-// fits the node's requests, the first is the chosen launch, and together
-// they span the pool's minValues.
+// pool with an available offering in its zone at its price that fits the
+// node's requests, the first is the chosen launch, and together they span
+// the pool's minValues. An option in another zone than the node's needs
+// pods that do not depend on the zone (checkOtherZone).
 func (v *verifier) checkOptions(plan *NodePlan, pool *NodePool, vn *vnode, pods scheduling.Resources) {
 	if len(plan.Options) == 0 {
 		if len(pool.MinValues) > 0 {
@@ -464,18 +467,22 @@ func (v *verifier) checkOptions(plan *NodePlan, pool *NodePool, vn *vnode, pods 
 			v.fail("node %s: option %s is not an instance type of nodepool %s", plan.Name, o.InstanceType, pool.Name)
 			continue
 		}
+		zone := plan.ZoneOf(o)
 		offered := false
 		for _, off := range it.Offerings {
-			if off.Available && off.Zone == plan.Zone && off.CapacityType == o.CapacityType && math.Abs(off.Price-o.Price) < 1e-9 {
+			if off.Available && off.Zone == zone && off.CapacityType == o.CapacityType && math.Abs(off.Price-o.Price) < 1e-9 {
 				offered = true
 			}
 		}
 		if !offered {
-			v.fail("node %s: option %s has no available %s offering in %s at %v", plan.Name, o.InstanceType, o.CapacityType, plan.Zone, o.Price)
+			v.fail("node %s: option %s has no available %s offering in %s at %v", plan.Name, o.InstanceType, o.CapacityType, zone, o.Price)
+		}
+		if zone != plan.Zone {
+			v.checkOtherZone(plan, pool, vn, zone)
 		}
 		labels := scheduling.CanonicalLabels(it.Labels)
 		labels[scheduling.LabelInstanceType] = it.Name
-		if total := pods.Add(v.daemonSetRequests(pool, it, plan.Zone, o.CapacityType, vn)); !total.Fits(it.Allocatable) {
+		if total := pods.Add(v.daemonSetRequests(pool, it, zone, o.CapacityType, vn)); !total.Fits(it.Allocatable) {
 			v.fail("node %s: option %s cannot hold the node's requests %s", plan.Name, o.InstanceType, total)
 		}
 		for k := range pool.MinValues {
@@ -493,6 +500,139 @@ func (v *verifier) checkOptions(plan *NodePlan, pool *NodePool, vn *vnode, pods 
 			v.fail("node %s: options span %d values of %s, nodepool %s requires minValues %d", plan.Name, got, k, pool.Name, min)
 		}
 	}
+}
+
+// checkOtherZone checks that the pods of a new node may land in zone
+// instead of its own: the pool allows it, their node requirements and
+// volumes allow it, and none carries or is selected by a topology term
+// (spread, required or preferred pod (anti-)affinity) on a key other than
+// the hostname, since those count pods per zone (or per a label that may
+// differ between launches).
+func (v *verifier) checkOtherZone(plan *NodePlan, pool *NodePool, vn *vnode, zone string) {
+	key := plan.Name + "|" + zone
+	if v.otherZones == nil {
+		v.otherZones = map[string]bool{}
+	}
+	if v.otherZones[key] {
+		return
+	}
+	v.otherZones[key] = true
+	l := make(map[string]string, len(vn.node.Labels))
+	for k, val := range vn.node.Labels {
+		l[k] = val
+	}
+	for k := range l {
+		if scheduling.CanonicalLabelKey(k) == scheduling.LabelZone {
+			l[k] = zone // the zone label and its aliases
+		}
+	}
+	moved := &vnode{name: vn.name, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vn.name, Labels: l}}, taints: vn.taints, placed: vn.placed}
+	if !v.matchesPoolRequirements(pool, moved.node) {
+		v.fail("node %s: option in %s, outside nodepool %s's requirements", plan.Name, zone, pool.Name)
+	}
+	for _, p := range vn.placed {
+		if err := v.suits(p, moved); err != nil {
+			v.fail("pod %s on node %s: option in %s: %v", podKey(p), vn.name, zone, err)
+		}
+		v.checkVolumes(p, moved)
+		if k := nonHostnameTermKey(p); k != "" {
+			v.fail("pod %s on node %s: option in %s, but the pod has a topology term on %s", podKey(p), vn.name, zone, k)
+		}
+		for _, t := range v.zoneCountingTerms() {
+			if t.selects(p) {
+				v.fail("pod %s on node %s: option in %s, but a topology term on %s counts it", podKey(p), vn.name, zone, t.key)
+				break
+			}
+		}
+	}
+}
+
+// nonHostnameTermKey is the key of one of p's topology spread constraints
+// or pod (anti-)affinity terms, required or preferred, that is not the
+// hostname ("" when none).
+func nonHostnameTermKey(p *corev1.Pod) string {
+	for _, t := range podTopologyTerms(p, true) {
+		if t.key != scheduling.LabelHostname {
+			return t.key
+		}
+	}
+	return ""
+}
+
+type podTerm struct {
+	key      string
+	selector *metav1.LabelSelector
+	match    []string
+	mismatch []string
+	affinity *corev1.PodAffinityTerm // nil: a spread constraint
+}
+
+// podTopologyTerms lists p's topology spread constraints and pod
+// (anti-)affinity terms, required and, with preferred, preferred.
+func podTopologyTerms(p *corev1.Pod, preferred bool) []podTerm {
+	var out []podTerm
+	for _, tsc := range p.Spec.TopologySpreadConstraints {
+		out = append(out, podTerm{key: tsc.TopologyKey, selector: tsc.LabelSelector, match: tsc.MatchLabelKeys})
+	}
+	aff := p.Spec.Affinity
+	if aff == nil {
+		return out
+	}
+	add := func(required []corev1.PodAffinityTerm, weighted []corev1.WeightedPodAffinityTerm) {
+		for i := range required {
+			t := &required[i]
+			out = append(out, podTerm{key: t.TopologyKey, selector: t.LabelSelector, match: t.MatchLabelKeys, mismatch: t.MismatchLabelKeys, affinity: t})
+		}
+		for i := range weighted {
+			if !preferred {
+				break
+			}
+			t := &weighted[i].PodAffinityTerm
+			out = append(out, podTerm{key: t.TopologyKey, selector: t.LabelSelector, match: t.MatchLabelKeys, mismatch: t.MismatchLabelKeys, affinity: t})
+		}
+	}
+	if aff.PodAffinity != nil {
+		add(aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if aff.PodAntiAffinity != nil {
+		add(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	return out
+}
+
+// zoneCountingTerms are the topology terms on keys other than the hostname
+// that count other pods: those of every pending pod, and the spread
+// constraints and required terms of pods on existing nodes (computed once).
+func (v *verifier) zoneCountingTerms() []*vterm {
+	if v.zoneTerms != nil {
+		return v.zoneTerms
+	}
+	v.zoneTerms = []*vterm{}
+	pending := len(v.in.Pods)
+	pods := append([]*corev1.Pod(nil), v.in.Pods...)
+	for _, n := range v.in.Nodes {
+		pods = append(pods, n.Pods...)
+	}
+	for i, p := range pods {
+		// An existing pod's preferred terms keep no other pod away.
+		for _, t := range podTopologyTerms(p, i < pending) {
+			if t.key == scheduling.LabelHostname {
+				continue
+			}
+			s, err := termSelector(p, t.selector, t.match, t.mismatch)
+			if err != nil {
+				continue
+			}
+			ns := map[string]bool{namespaceOf(p): true}
+			if t.affinity != nil {
+				if ns, _, err = termNamespaces(p, t.affinity, v.in.Namespaces); err != nil {
+					continue
+				}
+			}
+			v.zoneTerms = append(v.zoneTerms, &vterm{key: t.key, namespaces: ns, selector: s})
+		}
+	}
+	return v.zoneTerms
 }
 
 // daemonSetRequests is what the DaemonSets that would run on a node of the
