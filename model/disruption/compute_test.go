@@ -562,8 +562,8 @@ func checkSplitOptions(t *testing.T, r disruption.Result) {
 		}
 		dearest := 0.0
 		for _, plan := range cmd.Replacements {
-			if len(plan.Options) > disruption.MinSpotToSpotOptions {
-				t.Errorf("%s has %d options, want at most %d", plan.Name, len(plan.Options), disruption.MinSpotToSpotOptions)
+			if n := packer.OptionTypes(plan.Options); n > disruption.MinSpotToSpotOptions {
+				t.Errorf("%s has options of %d types, want at most %d", plan.Name, n, disruption.MinSpotToSpotOptions)
 			}
 			worst := plan.Options[0]
 			for _, o := range plan.Options {

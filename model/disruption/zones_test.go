@@ -1,0 +1,66 @@
+package disruption_test
+
+import (
+	"strings"
+	"testing"
+
+	apisv1 "github.com/millwright/millwright/model/apis/v1"
+	"github.com/millwright/millwright/model/catalog"
+	"github.com/millwright/millwright/model/disruption"
+	"github.com/millwright/millwright/model/packer"
+)
+
+// inThreeZones offers each type's spot offering in zone-b and zone-c too,
+// at the same price.
+func inThreeZones(ts []*catalog.InstanceType) []*catalog.InstanceType {
+	var out []*catalog.InstanceType
+	for _, it := range ts {
+		c := *it
+		c.Offerings = nil
+		for _, o := range it.Offerings {
+			for _, z := range []string{"zone-a", "zone-b", "zone-c"} {
+				o.Zone = z
+				c.Offerings = append(c.Offerings, o)
+			}
+		}
+		out = append(out, &c)
+	}
+	return out
+}
+
+// A replacement whose pods do not depend on the zone is offered in every
+// zone, so its options hold a type once per zone: Karpenter's spot→spot
+// rule still counts instance types, and truncates to the offerings of the
+// 15 cheapest types.
+func TestSpotToSpotCountsInstanceTypesAcrossZones(t *testing.T) {
+	spotPool := pools(pool("default", launchTypes(inThreeZones(manySpotTypes(20))), spotLaunches))
+	t.Run("10 cheaper types in 3 zones are 10 options", func(t *testing.T) {
+		r := disruption.Compute(input(spotPool, node("n1", "default", "s.10", running(pod("a", "1", "1Gi")))))
+		if len(r.Commands) != 0 {
+			t.Fatalf("want no command, got %s", summary(r.Commands[0]))
+		}
+		if v, _ := verdictOf(r, "n1"); !strings.Contains(v.Message, "got 10") {
+			t.Fatalf("verdict %q, want the 10 cheaper types counted once each", v.Message)
+		}
+	})
+	t.Run("19 cheaper types: the replacement launches among the 15 cheapest, in every zone", func(t *testing.T) {
+		r := disruption.Compute(input(spotPool, node("n1", "default", "s.19", running(pod("a", "1", "1Gi")))))
+		if len(r.Commands) != 1 || len(r.Commands[0].Replacements) != 1 {
+			t.Fatalf("want one replacement, got %+v", r.Commands)
+		}
+		plan := r.Commands[0].Replacements[0]
+		if got := packer.OptionTypes(plan.Options); got != disruption.MinSpotToSpotOptions {
+			t.Errorf("options span %d types, want %d", got, disruption.MinSpotToSpotOptions)
+		}
+		zones := map[string]bool{}
+		for _, o := range plan.Options {
+			zones[plan.ZoneOf(o)] = true
+			if o.CapacityType != apisv1.CapacityTypeSpot || o.Price >= r.Commands[0].Candidates[0].Price {
+				t.Errorf("option %+v: want a spot offering cheaper than the candidate", o)
+			}
+		}
+		if len(zones) != 3 || len(plan.Zones) != 3 {
+			t.Errorf("options in zones %v (plan zones %v), want all three", zones, plan.Zones)
+		}
+	})
+}
