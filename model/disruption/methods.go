@@ -359,6 +359,12 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	}
 	plan = withOptions(plan, opts)
 	savings := price - plan.Price
+	// Whichever option CreateFleet launches must save what the threshold
+	// asks: options dearer than that are dropped (the cheapest decides
+	// whether the move is taken at all).
+	if worst := price - c.requiredSavings(cands); worst >= plan.Price {
+		plan = withOptions(plan, cheaperOptions(plan.Options, worst+1e-9))
+	}
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("Replacing saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
 	}
@@ -431,6 +437,41 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting 
 		}
 	}
 	return ""
+}
+
+// requiredSavings is the least a replacement of cands must save per hour
+// to pass the score (scoreRefusal) and the $/h floor: per pool, its share
+// of the savings must be at least 1/k of the pool's cost times the share
+// of the pool's disruption the move causes.
+func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
+	required := max(c.opts.MinSavingsPerHour, 0)
+	total := sumPrices(cands)
+	per := map[*poolInfo][]*nodeInfo{}
+	var pools []*poolInfo
+	for _, ni := range cands {
+		if per[ni.pool] == nil {
+			pools = append(pools, ni.pool)
+		}
+		per[ni.pool] = append(per[ni.pool], ni)
+	}
+	for _, pl := range pools {
+		k := c.thresholdOf(pl, false)
+		if k <= 0 || pl.cost <= 0 || pl.disruption <= 0 {
+			continue
+		}
+		share := 1.0
+		if total > 0 && len(pools) > 1 {
+			share = sumPrices(per[pl]) / total
+		}
+		disruption := 0.0
+		for _, ni := range per[pl] {
+			disruption += ni.rescheduleCost()
+		}
+		if share > 0 {
+			required = max(required, pl.cost*(disruption/pl.disruption)/float64(k)/share)
+		}
+	}
+	return required
 }
 
 // thresholdOf is the Balanced k a move of pl's nodes must meet, negative

@@ -69,8 +69,12 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 		return nil, fmt.Sprintf("splitting: %d nodes would cost $%.2f/h, not less than $%.2f/h", len(plans), expected, price)
 	}
 	// Each plan keeps the options within the same factor of its cheapest,
-	// so that even the dearest launches together cost less than cands.
+	// so that even the dearest launches together cost less than cands and
+	// save what the threshold asks (when the cheapest do).
 	factor := price / expected
+	if worst := price - c.requiredSavings(cands); worst > expected {
+		factor = worst / expected
+	}
 	for i := range plans {
 		keep := []packer.InstanceTypeOption{plans[i].Options[0]}
 		for _, o := range plans[i].Options[1:] {

@@ -44,7 +44,9 @@ func TestSpotToSpotCountsInstanceTypesAcrossZones(t *testing.T) {
 		}
 	})
 	t.Run("19 cheaper types: the replacement launches among the 15 cheapest, in every zone", func(t *testing.T) {
-		r := disruption.Compute(input(spotPool, node("n1", "default", "s.19", running(pod("a", "1", "1Gi")))))
+		in := input(spotPool, node("n1", "default", "s.19", running(pod("a", "1", "1Gi"))))
+		in.Options.ConsolidationThreshold = -1 // no score: it would narrow the options further
+		r := disruption.Compute(in)
 		if len(r.Commands) != 1 || len(r.Commands[0].Replacements) != 1 {
 			t.Fatalf("want one replacement, got %+v", r.Commands)
 		}
@@ -63,4 +65,29 @@ func TestSpotToSpotCountsInstanceTypesAcrossZones(t *testing.T) {
 			t.Errorf("options in zones %v (plan zones %v), want all three", zones, plan.Zones)
 		}
 	})
+}
+
+// Whichever option CreateFleet launches, the replacement saves what the
+// score asks: options dearer than that are dropped. Alone in its pool, a
+// node's move causes all of the pool's disruption, so under k = 2 the
+// replacement must save half its price: of the 19 cheaper types (s.00 at
+// $0.010/h to s.18 at $0.028/h, s.19 at $0.029/h), only s.00–s.04 do.
+func TestReplacementOptionsAllPassTheScore(t *testing.T) {
+	r := disruption.Compute(input(pools(pool("default", launchTypes(manySpotTypes(20)), spotLaunches)),
+		node("n1", "default", "s.19", running(pod("a", "1", "1Gi")))))
+	if len(r.Commands) != 1 || len(r.Commands[0].Replacements) != 1 {
+		t.Fatalf("want one replacement, got %+v", r.Commands)
+	}
+	cmd := r.Commands[0]
+	price := cmd.Candidates[0].Price
+	var names []string
+	for _, o := range cmd.Replacements[0].Options {
+		names = append(names, o.InstanceType)
+		if saved := price - o.Price; saved < price/2-1e-9 {
+			t.Errorf("option %s at $%.3f/h saves $%.3f/h, less than half of $%.3f/h", o.InstanceType, o.Price, saved, price)
+		}
+	}
+	if got, want := strings.Join(names, " "), "s.00 s.01 s.02 s.03 s.04"; got != want {
+		t.Errorf("options %s, want %s", got, want)
+	}
 }
