@@ -402,14 +402,7 @@ func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
 // deletes) with Options.ConsolidationThreshold, unless it is negative.
 func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting bool) string {
 	total := sumPrices(cands)
-	per := map[*poolInfo][]*nodeInfo{}
-	var pools []*poolInfo
-	for _, ni := range cands {
-		if per[ni.pool] == nil {
-			pools = append(pools, ni.pool)
-		}
-		per[ni.pool] = append(per[ni.pool], ni)
-	}
+	per, pools := byPool(cands)
 	for _, pl := range pools {
 		k := c.thresholdOf(pl, deleting)
 		if k < 0 || pl.cost <= 0 || pl.disruption <= 0 {
@@ -446,14 +439,7 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting 
 func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
 	required := max(c.opts.MinSavingsPerHour, 0)
 	total := sumPrices(cands)
-	per := map[*poolInfo][]*nodeInfo{}
-	var pools []*poolInfo
-	for _, ni := range cands {
-		if per[ni.pool] == nil {
-			pools = append(pools, ni.pool)
-		}
-		per[ni.pool] = append(per[ni.pool], ni)
-	}
+	per, pools := byPool(cands)
 	for _, pl := range pools {
 		k := c.thresholdOf(pl, false)
 		if k <= 0 || pl.cost <= 0 || pl.disruption <= 0 {
@@ -472,6 +458,19 @@ func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
 		}
 	}
 	return required
+}
+
+// byPool groups cands by pool, pools in the order they first appear.
+func byPool(cands []*nodeInfo) (map[*poolInfo][]*nodeInfo, []*poolInfo) {
+	per := map[*poolInfo][]*nodeInfo{}
+	var pools []*poolInfo
+	for _, ni := range cands {
+		if per[ni.pool] == nil {
+			pools = append(pools, ni.pool)
+		}
+		per[ni.pool] = append(per[ni.pool], ni)
+	}
+	return per, pools
 }
 
 // thresholdOf is the Balanced k a move of pl's nodes must meet, negative
