@@ -3,6 +3,7 @@ package packer
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -48,7 +49,8 @@ const maxViolations = 20
 //     Input.Namespaces.
 func Verify(in Input, r Result) error {
 	v := &verifier{in: in, r: r, affinity: map[*corev1.Pod]nodeaffinity.RequiredNodeAffinity{},
-		poolSel: map[*NodePool][]*nodeaffinity.NodeSelector{}, requests_: map[*corev1.Pod]scheduling.Resources{}, eligible: map[string][]string{}}
+		poolSel: map[*NodePool][]*nodeaffinity.NodeSelector{}, requests_: map[*corev1.Pod]scheduling.Resources{}, eligible: map[string][]string{},
+		otherZones: map[string]bool{}}
 	v.run()
 	if len(v.errs) == 0 {
 		return nil
@@ -510,17 +512,11 @@ func (v *verifier) checkOptions(plan *NodePlan, pool *NodePool, vn *vnode, pods 
 // differ between launches).
 func (v *verifier) checkOtherZone(plan *NodePlan, pool *NodePool, vn *vnode, zone string) {
 	key := plan.Name + "|" + zone
-	if v.otherZones == nil {
-		v.otherZones = map[string]bool{}
-	}
 	if v.otherZones[key] {
 		return
 	}
 	v.otherZones[key] = true
-	l := make(map[string]string, len(vn.node.Labels))
-	for k, val := range vn.node.Labels {
-		l[k] = val
-	}
+	l := maps.Clone(vn.node.Labels)
 	for k := range l {
 		if scheduling.CanonicalLabelKey(k) == scheduling.LabelZone {
 			l[k] = zone // the zone label and its aliases
