@@ -89,6 +89,10 @@ type DisruptionOptions struct {
 	// ConsolidationThreshold is the Balanced score's k (default 2; negative
 	// takes any saving).
 	ConsolidationThreshold int `json:"consolidationThreshold,omitempty"`
+	// ReplaceSavingsFraction lets a replacement that saves this fraction of
+	// its candidates' price through whatever its score (default 0.3;
+	// negative: the score alone).
+	ReplaceSavingsFraction float64 `json:"replaceSavingsFraction,omitempty"`
 	// MinSavingsPerHour is a floor on a replacement's saving, $/h.
 	MinSavingsPerHour float64 `json:"minSavingsPerHour,omitempty"`
 	// DisableSpotToSpot turns spot→spot replacement off.

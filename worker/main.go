@@ -54,6 +54,7 @@ type flags struct {
 	kubeBurst           int
 	// The anti-churn threshold of consolidation (DisruptionOptions).
 	consolidationThreshold  int
+	consolidationFraction   float64
 	consolidationMinSavings float64
 	consolidationSplit      bool
 }
@@ -86,7 +87,10 @@ func newCommand() *cobra.Command {
 			if err := boolFromEnv(cmd, "consolidation-split", "MILLWRIGHT_CONSOLIDATION_SPLIT", &f.consolidationSplit); err != nil {
 				return err
 			}
-			if err := numberFromEnv(cmd, "consolidation-threshold", "MILLWRIGHT_CONSOLIDATION_THRESHOLD", &f.consolidationThreshold); err != nil {
+			if err := signedFromEnv(cmd, "consolidation-threshold", "MILLWRIGHT_CONSOLIDATION_THRESHOLD", &f.consolidationThreshold); err != nil {
+				return err
+			}
+			if err := signedFromEnv(cmd, "consolidation-savings-fraction", "MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION", &f.consolidationFraction); err != nil {
 				return err
 			}
 			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
@@ -132,6 +136,8 @@ func newCommand() *cobra.Command {
 		"burst above --kube-qps the Kubernetes clients may make [$MILLWRIGHT_KUBE_BURST]")
 	fs.IntVar(&f.consolidationThreshold, "consolidation-threshold", disruption.DefaultConsolidationThreshold,
 		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
+	fs.Float64Var(&f.consolidationFraction, "consolidation-savings-fraction", disruption.DefaultReplaceSavingsFraction,
+		"a replacement that saves at least this fraction of its nodes' price is taken whatever the score (not in a Balanced pool); negative: the score alone decides. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION]")
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.BoolVar(&f.consolidationSplit, "consolidation-split", true,
@@ -184,7 +190,8 @@ func runWorker(ctx context.Context, f flags) error {
 		GarbageCollectionGrace: f.gcGrace,
 		Disruption: workflows.DisruptionInput{Options: activities.DisruptionOptions{
 			RepairToleration: f.repairToleration, ConsolidationThreshold: f.consolidationThreshold,
-			MinSavingsPerHour: f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
+			ReplaceSavingsFraction: f.consolidationFraction,
+			MinSavingsPerHour:      f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
 			DisableSplit: !f.consolidationSplit,
 		}},
 		NodeClassResolveInterval: f.resolveInterval,
@@ -226,7 +233,16 @@ func boolFromEnv(cmd *cobra.Command, flag, env string, b *bool) error {
 }
 
 // numberFromEnv sets *n from $env unless the flag was given.
-func numberFromEnv[N float32 | int](cmd *cobra.Command, flag, env string, n *N) error {
+func numberFromEnv[N float32 | float64 | int](cmd *cobra.Command, flag, env string, n *N) error {
+	return parseNumberEnv(cmd, flag, env, n, false)
+}
+
+// signedFromEnv is numberFromEnv for a setting where negative means off.
+func signedFromEnv[N float64 | int](cmd *cobra.Command, flag, env string, n *N) error {
+	return parseNumberEnv(cmd, flag, env, n, true)
+}
+
+func parseNumberEnv[N float32 | float64 | int](cmd *cobra.Command, flag, env string, n *N, signed bool) error {
 	text, set := os.LookupEnv(env)
 	if !set || cmd.Flags().Changed(flag) {
 		return nil
@@ -240,8 +256,13 @@ func numberFromEnv[N float32 | int](cmd *cobra.Command, flag, env string, n *N) 
 		var f float64
 		f, err = strconv.ParseFloat(text, 32)
 		*p = float32(f)
+	case *float64:
+		*p, err = strconv.ParseFloat(text, 64)
 	}
-	if err != nil || parsed < 0 {
+	switch {
+	case err != nil && signed:
+		return fmt.Errorf("$%s %q: want a number", env, text)
+	case err != nil || (parsed < 0 && !signed):
 		return fmt.Errorf("$%s %q: want a non-negative number", env, text)
 	}
 	*n = parsed

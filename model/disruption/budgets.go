@@ -31,6 +31,12 @@ type poolInfo struct {
 	errs                    []string
 }
 
+// balanced says whether the pool's consolidation policy is Balanced, which
+// scores every move with Karpenter's k, deletes included.
+func (pl *poolInfo) balanced() bool {
+	return pl.spec.Pool.ConsolidationPolicyOrDefault() == apisv1.ConsolidationPolicyBalanced
+}
+
 // budgetReasons are the reasons NodePool budgets govern.
 var budgetReasons = []Reason{ReasonDrifted, ReasonEmpty, ReasonUnderutilized}
 

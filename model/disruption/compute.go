@@ -121,6 +121,9 @@ func (o Options) withDefaults() Options {
 	if o.ConsolidationThreshold == 0 {
 		o.ConsolidationThreshold = DefaultConsolidationThreshold
 	}
+	if o.ReplaceSavingsFraction == 0 {
+		o.ReplaceSavingsFraction = DefaultReplaceSavingsFraction
+	}
 	if o.RepairToleration <= 0 {
 		o.RepairToleration = DefaultRepairToleration
 	}

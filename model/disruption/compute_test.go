@@ -319,6 +319,24 @@ func TestConsolidation(t *testing.T) {
 			want: []string{"Underutilized/replace [n1] → [c.large-cheap/on-demand]"},
 		},
 		{
+			// n1's 5 pods are 6 of the pool's 8 disruption points (75%) and
+			// the $0.14/h it saves 23% of the pool's $0.60/h: score 0.31.
+			name:   "a dense node's replacement saving 30% of its price is taken whatever the score",
+			source: "Millwright: Options.ReplaceSavingsFraction (default 0.3); Karpenter's WhenEmptyOrUnderutilized takes any saving",
+			in: input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-26", 8, 32, 0.26, 0.10))))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
+				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))),
+			want: []string{"Underutilized/replace [n1] → [c.large-26/on-demand]"},
+		},
+		{
+			name:   "one saving less than 30% of its price is scored",
+			source: "Millwright: the same move at $0.30/h saves 25% of n1's price (score 0.22)",
+			in: input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-30", 8, 32, 0.30, 0.12))))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
+				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))),
+			verdicts: map[string]string{"n1": "Not worth the disruption: saves 16.7% of NodePool \"default\"'s cost for 75.0% of its disruption (score 0.22 < 0.50) and 25% of its nodes' price (< 30%)"},
+		},
+		{
 			name:   "a Balanced pool scores a replacement whatever the worker's threshold",
 			source: "balanced_test.go (Karpenter's Balanced policy, k = 2)",
 			in: withThreshold(input(pools(pool("default", launchTypes(append(types(), cheapLarge)), policy(apisv1.ConsolidationPolicyBalanced))),
@@ -456,6 +474,7 @@ func TestSplit(t *testing.T) {
 	spotPool := pools(pool("default", launchTypes(append(types(), manySpotTypes(20)...)), spotLaunches))
 	withMinSavings := func(in disruption.Input, v float64) disruption.Input { in.Options.MinSavingsPerHour = v; return in }
 	noSpotToSpot := func(in disruption.Input) disruption.Input { in.Options.DisableSpotToSpot = true; return in }
+	scoreOnly := func(in disruption.Input) disruption.Input { in.Options.ReplaceSavingsFraction = -1; return in }
 	spotNodes := func() []disruption.Node {
 		nodes := underused()
 		for i := range nodes {
@@ -479,9 +498,11 @@ func TestSplit(t *testing.T) {
 			verdicts: map[string]string{"n1": "Can't replace with a cheaper node"},
 		},
 		{
+			// n2's split (7 of its pods onto n1) fails the score; it saves
+			// 37.5% of n2's price, which ReplaceSavingsFraction would take.
 			name:     "a node a consolidation launched is not split",
 			source:   "Millwright: no merge-then-split chain (TestNoReplaceChains)",
-			in:       input(onDemand, underused(launchedByConsolidation(now.Add(-time.Hour)))...),
+			in:       scoreOnly(input(onDemand, underused(launchedByConsolidation(now.Add(-time.Hour)))...)),
 			verdicts: map[string]string{"n1": "Can't replace with a cheaper node"},
 		},
 		{
@@ -501,8 +522,20 @@ func TestSplit(t *testing.T) {
 		{
 			name:     "the Balanced score applies to a split",
 			source:   "Millwright: a lone node's split saves 37.5% of the pool for 100% of its disruption (score 0.38 < 0.50)",
-			in:       input(onDemand, underused()[0]),
+			in:       scoreOnly(input(onDemand, underused()[0])),
 			verdicts: map[string]string{"n1": "splitting: Not worth the disruption"},
+		},
+		{
+			name:   "a split saving 30% of its node's price is taken whatever the score",
+			source: "Millwright: Options.ReplaceSavingsFraction (default 0.3); the same split saves 37.5% of n1's price",
+			in:     input(onDemand, underused()[0]),
+			want:   []string{"Underutilized/replace [n1] → [c.small/on-demand c.small/on-demand c.small/on-demand c.small/on-demand c.small/on-demand]"},
+		},
+		{
+			name:     "a Balanced pool's split is scored whatever it saves",
+			source:   "balanced.go: every move of a Balanced pool is scored",
+			in:       input(pools(pool("default", policy(apisv1.ConsolidationPolicyBalanced))), underused()[0]),
+			verdicts: map[string]string{"n1": "splitting: Not worth the disruption: saves 37.5% of NodePool \"default\"'s cost for 100.0% of its disruption (score 0.38 < 0.50)"},
 		},
 		{
 			name:   "spot nodes are split into spot nodes",

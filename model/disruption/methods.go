@@ -399,13 +399,20 @@ func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
 // pool's cost over disruption share of the pool's disruption ≥ 1/k), per
 // pool of the candidates; "" when every pool approves. A Balanced pool
 // scores every move with BalancedK; another pool scores replacements (not
-// deletes) with Options.ConsolidationThreshold, unless it is negative.
+// deletes) with Options.ConsolidationThreshold, unless it is negative, and
+// approves one that saves Options.ReplaceSavingsFraction of its candidates'
+// price whatever its score.
 func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting bool) string {
 	total := sumPrices(cands)
+	fraction := c.opts.ReplaceSavingsFraction
+	selfWorth := !deleting && fraction > 0 && savings >= fraction*total
 	per, pools := byPool(cands)
 	for _, pl := range pools {
 		k := c.thresholdOf(pl, deleting)
 		if k < 0 || pl.cost <= 0 || pl.disruption <= 0 {
+			continue
+		}
+		if selfWorth && !pl.balanced() {
 			continue
 		}
 		poolSavings := savings
@@ -425,8 +432,12 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting 
 			score = 0
 		}
 		if threshold := 1 / float64(k); score < threshold {
-			return fmt.Sprintf("Not worth the disruption: saves %.1f%% of NodePool %q's cost for %.1f%% of its disruption (score %.2f < %.2f)",
+			why := fmt.Sprintf("Not worth the disruption: saves %.1f%% of NodePool %q's cost for %.1f%% of its disruption (score %.2f < %.2f)",
 				sf*100, pl.spec.Pool.Name, df*100, score, threshold)
+			if !deleting && fraction > 0 && !pl.balanced() && total > 0 {
+				why += fmt.Sprintf(" and %.0f%% of its nodes' price (< %.0f%%)", 100*savings/total, 100*fraction)
+			}
+			return why
 		}
 	}
 	return ""
@@ -435,7 +446,8 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting 
 // requiredSavings is the least a replacement of cands must save per hour
 // to pass the score (scoreRefusal) and the $/h floor: per pool, its share
 // of the savings must be at least 1/k of the pool's cost times the share
-// of the pool's disruption the move causes.
+// of the pool's disruption the move causes, or (not in a Balanced pool)
+// Options.ReplaceSavingsFraction of the candidates' price.
 func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
 	required := max(c.opts.MinSavingsPerHour, 0)
 	total := sumPrices(cands)
@@ -454,7 +466,11 @@ func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
 			disruption += ni.rescheduleCost()
 		}
 		if share > 0 {
-			required = max(required, pl.cost*(disruption/pl.disruption)/float64(k)/share)
+			poolRequired := pl.cost * (disruption / pl.disruption) / float64(k) / share
+			if fraction := c.opts.ReplaceSavingsFraction; fraction > 0 && !pl.balanced() {
+				poolRequired = min(poolRequired, fraction*total)
+			}
+			required = max(required, poolRequired)
 		}
 	}
 	return required
@@ -478,7 +494,7 @@ func byPool(cands []*nodeInfo) (map[*poolInfo][]*nodeInfo, []*poolInfo) {
 // Options.ConsolidationThreshold for a replacement and nothing for a delete.
 func (c *computation) thresholdOf(pl *poolInfo, deleting bool) int {
 	switch {
-	case pl.spec.Pool.ConsolidationPolicyOrDefault() == apisv1.ConsolidationPolicyBalanced:
+	case pl.balanced():
 		return apisv1.BalancedK
 	case deleting:
 		return -1

@@ -204,6 +204,14 @@ type Options struct {
 	// Deletes are never scored: they save their nodes' whole price and
 	// launch nothing that could be replaced again.
 	ConsolidationThreshold int
+	// ReplaceSavingsFraction lets a replacement in a pool that is not
+	// Balanced through whatever its score when it saves at least this
+	// fraction of what its candidates cost: the score weighs a move
+	// against the whole pool, so on its own it keeps a dense node that
+	// cheaper types would hold for a fraction of its price (a $0.10/h node
+	// with 7 of 180 pods needs a $0.02/h replacement at k = 2). 0 means
+	// DefaultReplaceSavingsFraction; negative, the score alone decides.
+	ReplaceSavingsFraction float64
 	// MinSavingsPerHour is an absolute floor on a replace's saving in $/h
 	// (0: none).
 	MinSavingsPerHour float64
@@ -252,6 +260,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultConsolidationThreshold = 2
+	DefaultReplaceSavingsFraction = 0.3
 	DefaultRepairToleration       = 30 * time.Minute
 	DefaultRepairMaxFraction      = 0.2
 	DefaultMultiNodeMaxCandidates = 100

@@ -68,26 +68,47 @@ func TestSpotToSpotCountsInstanceTypesAcrossZones(t *testing.T) {
 }
 
 // Whichever option CreateFleet launches, the replacement saves what the
-// score asks: options dearer than that are dropped. Alone in its pool, a
-// node's move causes all of the pool's disruption, so under k = 2 the
-// replacement must save half its price: of the 19 cheaper types (s.00 at
-// $0.010/h to s.18 at $0.028/h, s.19 at $0.029/h), only s.00–s.04 do.
+// score (or the savings fraction) asks: options dearer than that are
+// dropped. Alone in its pool, a node's move causes all of the pool's
+// disruption, so under k = 2 the score asks for half its price; the default
+// ReplaceSavingsFraction takes 30%. Of the 19 cheaper types (s.00 at
+// $0.010/h to s.18 at $0.028/h; the node is an s.19 at $0.029/h), s.00–s.04
+// save half, s.00–s.10 30%.
 func TestReplacementOptionsAllPassTheScore(t *testing.T) {
-	r := disruption.Compute(input(pools(pool("default", launchTypes(manySpotTypes(20)), spotLaunches)),
-		node("n1", "default", "s.19", running(pod("a", "1", "1Gi")))))
-	if len(r.Commands) != 1 || len(r.Commands[0].Replacements) != 1 {
-		t.Fatalf("want one replacement, got %+v", r.Commands)
-	}
-	cmd := r.Commands[0]
-	price := cmd.Candidates[0].Price
-	var names []string
-	for _, o := range cmd.Replacements[0].Options {
-		names = append(names, o.InstanceType)
-		if saved := price - o.Price; saved < price/2-1e-9 {
-			t.Errorf("option %s at $%.3f/h saves $%.3f/h, less than half of $%.3f/h", o.InstanceType, o.Price, saved, price)
-		}
-	}
-	if got, want := strings.Join(names, " "), "s.00 s.01 s.02 s.03 s.04"; got != want {
-		t.Errorf("options %s, want %s", got, want)
+	for _, tc := range []struct {
+		name     string
+		fraction float64
+		policy   apisv1.ConsolidationPolicy
+		share    float64 // of the node's price each option must save
+		want     string
+	}{
+		{name: "default: 30% of the price", share: 0.3, want: "s.00 s.01 s.02 s.03 s.04 s.05 s.06 s.07 s.08 s.09 s.10"},
+		{name: "the score alone: half", fraction: -1, share: 0.5, want: "s.00 s.01 s.02 s.03 s.04"},
+		{name: "a Balanced pool: half", policy: apisv1.ConsolidationPolicyBalanced, share: 0.5, want: "s.00 s.01 s.02 s.03 s.04"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pool("default", launchTypes(manySpotTypes(20)), spotLaunches)
+			if tc.policy != "" {
+				p = pool("default", launchTypes(manySpotTypes(20)), spotLaunches, policy(tc.policy))
+			}
+			in := input(pools(p), node("n1", "default", "s.19", running(pod("a", "1", "1Gi"))))
+			in.Options.ReplaceSavingsFraction = tc.fraction
+			r := disruption.Compute(in)
+			if len(r.Commands) != 1 || len(r.Commands[0].Replacements) != 1 {
+				t.Fatalf("want one replacement, got %+v", r.Commands)
+			}
+			cmd := r.Commands[0]
+			price := cmd.Candidates[0].Price
+			var names []string
+			for _, o := range cmd.Replacements[0].Options {
+				names = append(names, o.InstanceType)
+				if saved := price - o.Price; saved < price*tc.share-1e-9 {
+					t.Errorf("option %s at $%.3f/h saves $%.3f/h, less than %.2f of $%.3f/h", o.InstanceType, o.Price, saved, tc.share, price)
+				}
+			}
+			if got := strings.Join(names, " "); got != tc.want {
+				t.Errorf("options %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
