@@ -27,6 +27,7 @@ import (
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/catalog"
 	"github.com/millwright/millwright/model/packer"
+	"github.com/millwright/millwright/model/scheduling"
 	"github.com/millwright/millwright/workflows"
 )
 
@@ -195,7 +196,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		}
 	}
 	scaledDown := time.Now()
-	fresh, freshNodes, freshLaunched := freshPlanCost(t, s, kept)
+	fresh, freshNodes, freshLaunched, freshUse := freshPlanCost(t, s, kept)
 
 	deadline := scaledDown.Add(consolidateAfter + settleWindow)
 	var last consolidationSample
@@ -242,6 +243,8 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		b.WriteString(whyNotConsolidated(ctx, s))
 		b.WriteString(lastDisruptionPass(ctx, s))
 	}
+	endUse := nodesUse(ctx, s)
+	fmt.Fprintf(&b, "  requested / allocatable the end's nodes %s; the fresh plan's %s\n", endUse, freshUse)
 	if last.running < remaining {
 		t.Errorf("consolidation %s: %d of %d remaining pods Running at the end", sc.name, last.running, remaining)
 	}
@@ -382,7 +385,7 @@ func sampleConsolidation(ctx context.Context, s *driver.Stack) consolidationSamp
 // node at its cheapest option (the target's yardstick); launched at the
 // option CreateFleet would take (asLaunched), which for spot is the
 // cheapest deep pool, as it takes for the nodes being measured.
-func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (cheapest float64, nodes int, launched float64) {
+func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (cheapest float64, nodes int, launched float64, use resourceUse) {
 	t.Helper()
 	zones := map[string]bool{}
 	for _, inst := range poolInstancesOf(s, consolidationPool, false) {
@@ -428,8 +431,63 @@ func freshPlanCost(t *testing.T, s *driver.Stack, kept []deployment) (cheapest f
 	}
 	for _, n := range result.NewNodes {
 		launched += asLaunched(s, n)
+		if spec, ok := catalog.MustDefault().Get(n.InstanceType); ok {
+			use.add(spec.Allocatable(), n.Pods)
+		}
 	}
-	return result.TotalPrice(), len(result.NewNodes), launched
+	return result.TotalPrice(), len(result.NewNodes), launched, use
+}
+
+// resourceUse sums what pods request against what their nodes offer: the
+// part of the gap to a fresh plan that is room left unused, as opposed to
+// dearer types.
+type resourceUse struct {
+	requested, allocatable scheduling.Resources
+}
+
+func (u *resourceUse) add(allocatable scheduling.Resources, pods []*corev1.Pod) {
+	u.allocatable = u.allocatable.Add(allocatable)
+	for _, p := range pods {
+		if r, err := scheduling.EffectiveRequests(p); err == nil {
+			u.requested = u.requested.Add(r)
+		}
+	}
+}
+
+func (u resourceUse) String() string {
+	share := func(req, alloc int64) float64 {
+		if alloc == 0 {
+			return 0
+		}
+		return 100 * float64(req) / float64(alloc)
+	}
+	return fmt.Sprintf("CPU %.0f%%, memory %.0f%%", share(u.requested.CPU(), u.allocatable.CPU()), share(u.requested.Memory(), u.allocatable.Memory()))
+}
+
+// nodesUse is the resourceUse of the pool's nodes now: the benchmark's
+// pods on them over their allocatable.
+func nodesUse(ctx context.Context, s *driver.Stack) resourceUse {
+	var use resourceUse
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: apisv1.LabelNodePool + "=" + consolidationPool})
+	if err != nil {
+		return use
+	}
+	pods, err := s.Kube.CoreV1().Pods(consolidationNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return use
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	for _, n := range nodes.Items {
+		if allocatable, err := scheduling.ResourcesFromList(n.Status.Allocatable); err == nil {
+			use.add(allocatable, byNode[n.Name])
+		}
+	}
+	return use
 }
 
 // asLaunched is the hourly price of the instance CreateFleet would launch
