@@ -135,7 +135,7 @@ func newCommand() *cobra.Command {
 	fs.IntVar(&f.kubeBurst, "kube-burst", run.DefaultKubeBurst,
 		"burst above --kube-qps the Kubernetes clients may make [$MILLWRIGHT_KUBE_BURST]")
 	fs.IntVar(&f.consolidationThreshold, "consolidation-threshold", disruption.DefaultConsolidationThreshold,
-		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts")
+		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_THRESHOLD]")
 	fs.Float64Var(&f.consolidationFraction, "consolidation-savings-fraction", disruption.DefaultReplaceSavingsFraction,
 		"a replacement that saves at least this fraction of its nodes' price is taken whatever the score (not in a Balanced pool); negative: the score alone decides. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION]")
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
@@ -233,7 +233,7 @@ func boolFromEnv(cmd *cobra.Command, flag, env string, b *bool) error {
 }
 
 // numberFromEnv sets *n from $env unless the flag was given.
-func numberFromEnv[N float32 | float64 | int](cmd *cobra.Command, flag, env string, n *N) error {
+func numberFromEnv[N float32 | int](cmd *cobra.Command, flag, env string, n *N) error {
 	return parseNumberEnv(cmd, flag, env, n, false)
 }
 
