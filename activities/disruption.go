@@ -98,7 +98,8 @@ type DisruptionOptions struct {
 	// DisableSpotToSpot turns spot→spot replacement off.
 	DisableSpotToSpot bool `json:"disableSpotToSpot,omitempty"`
 	// DisableSplit keeps a node no single cheaper node can replace, as
-	// Karpenter does, instead of replacing it by several cheaper nodes.
+	// Karpenter does, instead of replacing it by several cheaper nodes,
+	// and repacks no pairs of kept nodes.
 	DisableSplit bool `json:"disableSplit,omitempty"`
 	// RepairToleration is how long a node may be NotReady before it is
 	// replaced (default 30m).

@@ -141,7 +141,7 @@ func newCommand() *cobra.Command {
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.BoolVar(&f.consolidationSplit, "consolidation-split", true,
-		"replace an underutilized node that no single cheaper node can hold by several nodes that together cost less (Karpenter keeps it: \"Can't remove without creating N candidates\"); false gives Karpenter's behaviour. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SPLIT]")
+		"replace an underutilized node that no single cheaper node can hold by several nodes that together cost less (Karpenter keeps it: \"Can't remove without creating N candidates\"), and two nodes single-node consolidation keeps by the nodes a fresh plan of their pods needs when they cost less; false gives Karpenter's behaviour. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SPLIT]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }

@@ -207,7 +207,7 @@ func TestRenderDefaults(t *testing.T) {
 		"MILLWRIGHT_REPAIR_TOLERATION":              "30m",
 		"MILLWRIGHT_CONSOLIDATION_SPLIT":            "true",
 		"MILLWRIGHT_CONSOLIDATION_THRESHOLD":        "2",
-		"MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION": "0.3",
+		"MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION": "0.1",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL":     "5m",
 		// From the downward API (no literal value): checked in
 		// TestRoleIsLeastPrivilegeInTheReleaseNamespace.
@@ -345,7 +345,7 @@ extraArgs: ["--batch-idle-duration=2s"]
 		"MILLWRIGHT_REPAIR_TOLERATION":              "30m",
 		"MILLWRIGHT_CONSOLIDATION_SPLIT":            "true",
 		"MILLWRIGHT_CONSOLIDATION_THRESHOLD":        "2",
-		"MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION": "0.3",
+		"MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION": "0.1",
 		"MILLWRIGHT_NODECLASS_RESOLVE_INTERVAL":     "5m",
 		"POD_NAMESPACE":                             "", // the downward API's
 		"POD_NAME":                                  "",

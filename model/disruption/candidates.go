@@ -40,6 +40,9 @@ type nodeInfo struct {
 
 	command int    // index of the command taking it, -1 when none
 	refused string // why consolidation found nothing for it
+	// keptAlone: single-node consolidation simulated the node in this
+	// pass and found nothing (repack.go pairs such nodes).
+	keptAlone bool
 	// receiving: a command of this Compute placed pods on the node, so it
 	// is no candidate for a later one (those pods would not move with it).
 	receiving bool

@@ -98,6 +98,7 @@ func (c *computation) run() {
 	c.wastefulFirst()
 	c.multiNodeConsolidation()
 	c.singleNodeConsolidation()
+	c.repackPairs()
 }
 
 // result assembles the Result.

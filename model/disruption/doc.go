@@ -12,7 +12,8 @@
 // PDB, consolidateAfter since the last pod event), then per reason in
 // Karpenter's order — drift, emptiness, multi-node consolidation (binary
 // search over the cheapest-to-disrupt prefix), single-node consolidation —
-// each limited by the pool's budget for that reason; plus repair verdicts
+// each limited by the pool's budget for that reason, then Millwright's
+// repack of pairs single-node consolidation kept (repack.go); plus repair verdicts
 // (Ready False/Unknown past a toleration, at most 20% of a pool at once).
 // Consolidation simulates with the packer (model/packer): the candidates'
 // pods over the other nodes' free capacity, in-flight nodes and, for a

@@ -214,7 +214,7 @@ func (c *computation) singleNodeConsolidation() {
 			}
 		}
 	}
-	order = c.rotateBeyondSimulations(order)
+	order = c.rotate(order, c.opts.SingleNodeMaxSimulations)
 	simulations := 0
 	for _, ni := range order {
 		if c.full() {
@@ -234,7 +234,7 @@ func (c *computation) singleNodeConsolidation() {
 		simulations++
 		found, why := c.consolidate([]*nodeInfo{ni})
 		if found == nil {
-			ni.refused = why
+			ni.refused, ni.keptAlone = why, true
 			continue
 		}
 		c.commit(found.cmd, found.cands, found.placements)
@@ -246,15 +246,15 @@ func (c *computation) singleNodeConsolidation() {
 // the first simulations take turns.
 const singleNodeRotationStep = 10 * time.Second
 
-// rotateBeyondSimulations lets every candidate be simulated eventually
-// when there are more than SingleNodeMaxSimulations: the first half of the
+// rotate lets every candidate be simulated eventually when there are more
+// than limit (single-node consolidation's SingleNodeMaxSimulations, the
+// repack's probes): the first half of the
 // simulations go to the cheapest to disrupt, always (Karpenter's order);
 // the other half to the rest in turns, the window moving on by its own
 // width every singleNodeRotationStep of Input.Now. Without it the same
 // cheapest candidates were simulated pass after pass, and when none of them
 // could go, no costlier one ever was.
-func (c *computation) rotateBeyondSimulations(order []*nodeInfo) []*nodeInfo {
-	limit := c.opts.SingleNodeMaxSimulations
+func (c *computation) rotate(order []*nodeInfo, limit int) []*nodeInfo {
 	if limit <= 1 || len(order) <= limit {
 		return order
 	}

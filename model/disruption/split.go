@@ -42,11 +42,19 @@ func (c *computation) splittable(cands []*nodeInfo) bool {
 // cost less; it returns nil and why not ("" when splitting has nothing to
 // add to Karpenter's verdict: the pods need one node at most).
 func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
-	cands := []*nodeInfo{ni}
-	price := ni.node.Price
-	spot := ni.node.CapacityType == apisv1.CapacityTypeSpot
+	return c.repackInto(ni.node.InstanceType, []*nodeInfo{ni}, 2)
+}
+
+// repackInto decides whether cands can be replaced by at least least new
+// nodes (their pods planned afresh, beside the other nodes' room) that
+// together cost less than cands; what says what the candidates are in the
+// command's message. It returns nil and why not ("" when the pods need
+// fewer than least new nodes: Karpenter's verdict stands).
+func (c *computation) repackInto(what string, cands []*nodeInfo, least int) (*consolidation, string) {
+	price := sumPrices(cands)
+	spot := allSpot(cands)
 	sim := c.simulate(cands, launchSplit, price)
-	if sim.failed != "" || len(sim.newNodes) < 2 {
+	if sim.failed != "" || len(sim.newNodes) < least {
 		return nil, ""
 	}
 	plans := make([]packer.NodePlan, len(sim.newNodes))
@@ -100,8 +108,8 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 	for i, plan := range plans {
 		types[i] = launchText(plan)
 	}
-	cmd.Message = fmt.Sprintf("Underutilized: 1 node (%s) → %d nodes (%s) saves $%.2f/h",
-		ni.node.InstanceType, len(plans), describeTypes(types), savings)
+	cmd.Message = fmt.Sprintf("Underutilized: %s (%s) → %s (%s) saves $%.2f/h",
+		nodesText(len(cands)), what, nodesText(len(plans)), describeTypes(types), savings)
 	return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
 }
 
