@@ -93,6 +93,9 @@ type DisruptionOptions struct {
 	// its candidates' price through whatever its score (default 0.3;
 	// negative: the score alone).
 	ReplaceSavingsFraction float64 `json:"replaceSavingsFraction,omitempty"`
+	// RepackSavingsFraction is ReplaceSavingsFraction for a repack of two
+	// nodes single-node consolidation keeps (0: the default, 10%).
+	RepackSavingsFraction float64 `json:"repackSavingsFraction,omitempty"`
 	// MinSavingsPerHour is a floor on a replacement's saving, $/h.
 	MinSavingsPerHour float64 `json:"minSavingsPerHour,omitempty"`
 	// DisableSpotToSpot turns spot→spot replacement off.

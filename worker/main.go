@@ -55,6 +55,7 @@ type flags struct {
 	// The anti-churn threshold of consolidation (DisruptionOptions).
 	consolidationThreshold  int
 	consolidationFraction   float64
+	repackFraction          float64
 	consolidationMinSavings float64
 	consolidationSplit      bool
 }
@@ -91,6 +92,9 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			if err := signedFromEnv(cmd, "consolidation-savings-fraction", "MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION", &f.consolidationFraction); err != nil {
+				return err
+			}
+			if err := signedFromEnv(cmd, "consolidation-repack-savings-fraction", "MILLWRIGHT_CONSOLIDATION_REPACK_SAVINGS_FRACTION", &f.repackFraction); err != nil {
 				return err
 			}
 			if err := numberFromEnv(cmd, "kube-qps", "MILLWRIGHT_KUBE_QPS", &f.kubeQPS); err != nil {
@@ -138,6 +142,8 @@ func newCommand() *cobra.Command {
 		"consolidation's anti-churn score k: a replacement must save at least 1/k of the pool's cost share per share of its disruption (Karpenter's Balanced, k=2); negative takes any saving. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_THRESHOLD]")
 	fs.Float64Var(&f.consolidationFraction, "consolidation-savings-fraction", disruption.DefaultReplaceSavingsFraction,
 		"a replacement that saves at least this fraction of its nodes' price is taken whatever the score (not in a Balanced pool); negative: the score alone decides. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION]")
+	fs.Float64Var(&f.repackFraction, "consolidation-repack-savings-fraction", disruption.DefaultRepackSavingsFraction,
+		"two nodes single-node consolidation keeps are repacked (replaced by the nodes a fresh plan of their pods needs) when that saves at least this fraction of their price, whatever the score (not in a Balanced pool); negative: the score alone decides. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_REPACK_SAVINGS_FRACTION]")
 	fs.Float64Var(&f.consolidationMinSavings, "consolidation-min-savings", 0,
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.BoolVar(&f.consolidationSplit, "consolidation-split", true,
@@ -190,8 +196,8 @@ func runWorker(ctx context.Context, f flags) error {
 		GarbageCollectionGrace: f.gcGrace,
 		Disruption: workflows.DisruptionInput{Options: activities.DisruptionOptions{
 			RepairToleration: f.repairToleration, ConsolidationThreshold: f.consolidationThreshold,
-			ReplaceSavingsFraction: f.consolidationFraction,
-			MinSavingsPerHour:      f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
+			ReplaceSavingsFraction: f.consolidationFraction, RepackSavingsFraction: f.repackFraction,
+			MinSavingsPerHour: f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
 			DisableSplit: !f.consolidationSplit,
 		}},
 		NodeClassResolveInterval: f.resolveInterval,

@@ -20,6 +20,10 @@ func TestNumbersFromEnvironment(t *testing.T) {
 			got: func(f *flags) float64 { return f.consolidationFraction }, wantValue: 0.25},
 		{name: "negative savings fraction", env: "MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION", value: "-1",
 			got: func(f *flags) float64 { return f.consolidationFraction }, wantValue: -1},
+		{name: "repack savings fraction", env: "MILLWRIGHT_CONSOLIDATION_REPACK_SAVINGS_FRACTION", value: "0.15",
+			got: func(f *flags) float64 { return f.repackFraction }, wantValue: 0.15},
+		{name: "negative repack savings fraction", env: "MILLWRIGHT_CONSOLIDATION_REPACK_SAVINGS_FRACTION", value: "-1",
+			got: func(f *flags) float64 { return f.repackFraction }, wantValue: -1},
 		{name: "text is no fraction", env: "MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION", value: "a third",
 			want: `$MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION "a third": want a number`},
 		{name: "negative rate", env: "MILLWRIGHT_KUBE_QPS", value: "-5",
@@ -35,6 +39,8 @@ func TestNumbersFromEnvironment(t *testing.T) {
 				err = signedFromEnv(cmd, "consolidation-threshold", tc.env, &f.consolidationThreshold)
 			case "MILLWRIGHT_CONSOLIDATION_SAVINGS_FRACTION":
 				err = signedFromEnv(cmd, "consolidation-savings-fraction", tc.env, &f.consolidationFraction)
+			case "MILLWRIGHT_CONSOLIDATION_REPACK_SAVINGS_FRACTION":
+				err = signedFromEnv(cmd, "consolidation-repack-savings-fraction", tc.env, &f.repackFraction)
 			case "MILLWRIGHT_KUBE_QPS":
 				err = numberFromEnv(cmd, "kube-qps", tc.env, &f.kubeQPS)
 			}

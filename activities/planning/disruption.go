@@ -260,7 +260,8 @@ func disruptionOptions(req activities.ComputeCommandsRequest) disruption.Options
 		lookahead = max(lookahead, 0)
 	}
 	return disruption.Options{
-		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, ReplaceSavingsFraction: o.ReplaceSavingsFraction, MinSavingsPerHour: o.MinSavingsPerHour,
+		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, ReplaceSavingsFraction: o.ReplaceSavingsFraction,
+		RepackSavingsFraction: o.RepackSavingsFraction, MinSavingsPerHour: o.MinSavingsPerHour,
 		DisableSpotToSpot: o.DisableSpotToSpot, DisableSplit: o.DisableSplit, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
 		ValidationLookahead: lookahead,
 	}

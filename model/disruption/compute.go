@@ -125,6 +125,9 @@ func (o Options) withDefaults() Options {
 	if o.ReplaceSavingsFraction == 0 {
 		o.ReplaceSavingsFraction = DefaultReplaceSavingsFraction
 	}
+	if o.RepackSavingsFraction == 0 {
+		o.RepackSavingsFraction = DefaultRepackSavingsFraction
+	}
 	if o.RepairToleration <= 0 {
 		o.RepairToleration = DefaultRepairToleration
 	}

@@ -106,16 +106,11 @@ func checkDisjoint(t *testing.T, r disruption.Result) {
 func TestConsolidation(t *testing.T) {
 	cheapLarge := instanceType("c.large-cheap", 8, 32, 0.38, 0.15)
 	withThreshold := func(in disruption.Input, k int) disruption.Input { in.Options.ConsolidationThreshold = k; return in }
-	withFraction := func(in disruption.Input, f float64) disruption.Input {
-		in.Options.ReplaceSavingsFraction = f
-		return in
-	}
 	withMinSavings := func(in disruption.Input, v float64) disruption.Input {
 		in.Options.ConsolidationThreshold, in.Options.MinSavingsPerHour = -1, v
 		return in
 	}
 	noSpotToSpot := func(in disruption.Input) disruption.Input { in.Options.DisableSpotToSpot = true; return in }
-	noSplit := func(in disruption.Input) disruption.Input { in.Options.DisableSplit = true; return in }
 	spotPool := pool("default", launchTypes(manySpotTypes(20)), spotLaunches)
 	inFlight := func(in disruption.Input, n packer.Node) disruption.Input {
 		in.InFlight = append(in.InFlight, n)
@@ -249,10 +244,8 @@ func TestConsolidation(t *testing.T) {
 		{
 			name:   "the Balanced score refuses a replacement that saves little",
 			source: "balanced_test.go: rejects moves below the 1/k threshold",
-			// The score alone: the split it refuses saves 25% of n1's price,
-			// which the default savings fraction takes.
-			in: withFraction(input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
-				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))), -1),
+			in: input(pools(pool("default", launchTypes(append(types(), cheapLarge)))),
+				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...))),
 			verdicts: map[string]string{"n1": "Not worth the disruption"},
 		},
 		{
@@ -327,38 +320,20 @@ func TestConsolidation(t *testing.T) {
 		},
 		{
 			// n1's 5 pods are 6 of the pool's 8 disruption points (75%) and
-			// the $0.05/h it saves 8.3% of the pool's $0.60/h: score 0.11.
-			name:   "a dense node's replacement saving 10% of its price is taken whatever the score",
-			source: "Millwright: Options.ReplaceSavingsFraction (default 0.1); Karpenter's WhenEmptyOrUnderutilized takes any saving",
-			in: input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-35", 8, 32, 0.35, 0.13))))),
+			// the $0.14/h it saves 23% of the pool's $0.60/h: score 0.31.
+			name:   "a dense node's replacement saving 30% of its price is taken whatever the score",
+			source: "Millwright: Options.ReplaceSavingsFraction (default 0.3); Karpenter's WhenEmptyOrUnderutilized takes any saving",
+			in: input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-26", 8, 32, 0.26, 0.10))))),
 				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
 				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))),
-			want: []string{"Underutilized/replace [n1] → [c.large-35/on-demand]"},
-		},
-		{
-			name:   "one saving less than 10% of its price is scored",
-			source: "Millwright: the same move at $0.365/h saves 8.75% of n1's price (score 0.08)",
-			// Splitting off: three c.small would save 25%.
-			in: noSplit(input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-365", 8, 32, 0.365, 0.14))))),
-				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
-				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi"))))),
-			verdicts: map[string]string{"n1": "Not worth the disruption: saves 5.8% of NodePool \"default\"'s cost for 75.0% of its disruption (score 0.08 < 0.50) and 9% of its nodes' price (< 10%)"},
-		},
-		{
-			// The same at a fraction of 0.3: $0.14/h is 35% of n1's price.
-			name:   "at a savings fraction of 0.3, a replacement saving 35% is taken at score 0.31",
-			source: "Millwright: Options.ReplaceSavingsFraction",
-			in: withFraction(input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-26", 8, 32, 0.26, 0.10))))),
-				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
-				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))), 0.3),
 			want: []string{"Underutilized/replace [n1] → [c.large-26/on-demand]"},
 		},
 		{
-			name:   "and one saving 25% is scored",
+			name:   "one saving less than 30% of its price is scored",
 			source: "Millwright: the same move at $0.30/h saves 25% of n1's price (score 0.22)",
-			in: withFraction(input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-30", 8, 32, 0.30, 0.12))))),
+			in: input(pools(pool("default", launchTypes(append(types(), instanceType("c.large-30", 8, 32, 0.30, 0.12))))),
 				node("n1", "default", "c.large", running(pods(5, "a", "1", "1Gi")...)),
-				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))), 0.3),
+				node("n2", "default", "c.medium", running(pod("b", "3500m", "1Gi")))),
 			verdicts: map[string]string{"n1": "Not worth the disruption: saves 16.7% of NodePool \"default\"'s cost for 75.0% of its disruption (score 0.22 < 0.50) and 25% of its nodes' price (< 30%)"},
 		},
 		{

@@ -321,7 +321,7 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 		// Scored, the last few nodes of a scaled-down pool, each holding a
 		// few pods that fit elsewhere, were kept at 1.5× a fresh plan. A
 		// Balanced pool scores it, as Karpenter does.
-		if why := c.scoreRefusal(cands, price, true); why != "" {
+		if why := c.scoreRefusal(cands, price, true, c.opts.ReplaceSavingsFraction); why != "" {
 			return nil, why
 		}
 		cmd := Command{Reason: ReasonUnderutilized, Kind: KindDelete, Candidates: c.candidates(cands), SavingsPerHour: price}
@@ -362,13 +362,13 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	// Whichever option CreateFleet launches must save what the threshold
 	// asks: options dearer than that are dropped (the cheapest decides
 	// whether the move is taken at all).
-	if worst := price - c.requiredSavings(cands); worst >= plan.Price {
+	if worst := price - c.requiredSavings(cands, c.opts.ReplaceSavingsFraction); worst >= plan.Price {
 		plan = withOptions(plan, cheaperOptions(plan.Options, worst+1e-9))
 	}
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("Replacing saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
 	}
-	if why := c.scoreRefusal(cands, savings, false); why != "" {
+	if why := c.scoreRefusal(cands, savings, false, c.opts.ReplaceSavingsFraction); why != "" {
 		return nil, why
 	}
 	if !c.poolsAllow(cands, removed) {
@@ -402,9 +402,8 @@ func (c *computation) poolsAllow(cands []*nodeInfo, _ int) bool {
 // deletes) with Options.ConsolidationThreshold, unless it is negative, and
 // approves one that saves Options.ReplaceSavingsFraction of its candidates'
 // price whatever its score.
-func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting bool) string {
+func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting bool, fraction float64) string {
 	total := sumPrices(cands)
-	fraction := c.opts.ReplaceSavingsFraction
 	selfWorth := !deleting && fraction > 0 && savings >= fraction*total
 	per, pools := byPool(cands)
 	for _, pl := range pools {
@@ -448,7 +447,7 @@ func (c *computation) scoreRefusal(cands []*nodeInfo, savings float64, deleting 
 // of the savings must be at least 1/k of the pool's cost times the share
 // of the pool's disruption the move causes, or (not in a Balanced pool)
 // Options.ReplaceSavingsFraction of the candidates' price.
-func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
+func (c *computation) requiredSavings(cands []*nodeInfo, fraction float64) float64 {
 	required := max(c.opts.MinSavingsPerHour, 0)
 	total := sumPrices(cands)
 	per, pools := byPool(cands)
@@ -467,7 +466,7 @@ func (c *computation) requiredSavings(cands []*nodeInfo) float64 {
 		}
 		if share > 0 {
 			poolRequired := pl.cost * (disruption / pl.disruption) / float64(k) / share
-			if fraction := c.opts.ReplaceSavingsFraction; fraction > 0 && !pl.balanced() {
+			if fraction > 0 && !pl.balanced() {
 				poolRequired = min(poolRequired, fraction*total)
 			}
 			required = max(required, poolRequired)

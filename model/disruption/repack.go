@@ -8,31 +8,38 @@ import (
 
 // Repacking pairs is where Millwright goes beyond Karpenter's
 // multi-node consolidation, which only ever tries the cheapest-to-disrupt
-// candidates as one prefix. After a scale-down, kube-scheduler refills
-// the nodes that are left with whatever pods it evicts, so a node launched
-// for memory-heavy pods ends up full of CPU-heavy ones: on the
-// consolidation benchmark's prices, m5a.2xlarge spot nodes at $0.12/h whose
-// pods take 98% of their CPU and 40% of their memory, which a $0.09/h
-// c6a.2xlarge holds. Alone, such a node stays, rightly: a spot node is
-// replaced by a cheaper spot node only with MinSpotToSpotOptions cheaper
-// types, and it has 2 or 3. The 1.15× the consolidation target asks for
-// was then out of reach: 25 such nodes at 1.26× a fresh plan of their
-// pods, every one refused.
+// candidates as one prefix, into one node. After a scale-down,
+// kube-scheduler refills the nodes that are left with whatever pods it
+// evicts, so a node launched for memory-heavy pods ends up full of
+// CPU-heavy ones: at the local stack's prices, spot m5a.2xlarge nodes at
+// $0.12/h with 98% of their CPU and 40% of their memory requested, pods a
+// $0.09/h c6a.2xlarge holds. Alone such a node stays, rightly: a spot node
+// is replaced by a cheaper spot node only with MinSpotToSpotOptions
+// cheaper types, and it has 1–3. The consolidation benchmark then settled
+// at 1.26× a fresh plan of its pods (TestConsolidationSettles, the stack's
+// prices), every remaining node refused.
 //
-// So once single-node consolidation has had its turn, the candidates it
-// refused are taken two at a time (the same pool; the most wasteful
-// first, each with its next most wasteful partners): their pods are
-// planned afresh, beside the room of every other node, as a split plans
-// one node's, and the pair is replaced by the nodes that plan launches
-// when they cost less. It is held to a split's rules — every option
-// CreateFleet may take saves what the threshold asks, the Balanced score
-// or ReplaceSavingsFraction of the pair's price, spot options cut to the
-// cheapest MinSpotToSpotOptions types — and, as a multi-node command,
-// to Karpenter's multi-node rule for spot: no minimum count of cheaper
-// types. Nodes a consolidation launched are never repacked (as they are
-// never split), so a repack cannot chain: what it launches is the plan
-// of its pods, and only Karpenter's own moves may take it later.
+// So once single-node consolidation has had its turn, the nodes it
+// simulated and kept are taken two at a time (the same pool, neither
+// launched by a consolidation): a fresh plan of each one's pods alone
+// (beside the other nodes' room) says what it could save, the nodes that
+// would save the largest share of their price go first, each with up to
+// maxRepackPartners of the next, and a pair is replaced by the nodes a
+// fresh plan of both nodes' pods needs when they cost less. It is held to
+// a split's rules — every option CreateFleet may take saves what the
+// threshold asks (the Balanced score, or RepackSavingsFraction of the
+// pair's price outside Balanced pools), spot options cut to the cheapest
+// MinSpotToSpotOptions types — and, as a multi-node command, to
+// Karpenter's multi-node rule for spot: no minimum count of cheaper types.
+// Nodes a consolidation launched are never repacked (as they are never
+// split), so a repack cannot chain: what it launches is the plan of its
+// pods, and only Karpenter's own moves may take it later.
 // Options.DisableSplit turns repacking off with splitting.
+//
+// RepackSavingsFraction (10%) is lower than ReplaceSavingsFraction (30%):
+// the pairs left on the benchmark save 10–25% of their price, and a
+// replace or split at 10% churned on the stack (a $0.21/h node split into
+// three for $0.03/h, then three nodes merged back into one).
 
 // maxRepackProbes bounds how many refused candidates a pass plans alone
 // to learn what repacking them could save (the rest take turns in later
@@ -87,7 +94,7 @@ func (c *computation) repackPairs() {
 			}
 			tried++
 			pair := []*nodeInfo{a, b}
-			if found, _ := c.repackInto(describeTypes(typesOf(pair)), pair, 1); found != nil {
+			if found, _ := c.repackInto(describeTypes(typesOf(pair)), pair, 1, c.opts.RepackSavingsFraction); found != nil {
 				c.commit(found.cmd, found.cands, found.placements)
 				break
 			}

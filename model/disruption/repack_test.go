@@ -25,6 +25,11 @@ func onSpotType(it *catalog.InstanceType) nodeOpt {
 	}
 }
 
+func withRepackFraction(in disruption.Input, f float64) disruption.Input {
+	in.Options.RepackSavingsFraction = f
+	return in
+}
+
 // TestRepack: two spot nodes of a general-purpose type full of CPU-heavy
 // pods, which a cheaper compute type holds but which no single cheaper
 // spot node may replace (Karpenter's spot→spot rule wants 15 cheaper
@@ -76,6 +81,26 @@ func TestRepack(t *testing.T) {
 			name:   "a repack saving less than the threshold asks is not taken",
 			source: "Millwright: 2 × $0.12/h → 2 × $0.115/h saves 4%: below 10% of the price, score 0.04",
 			in:     input(pools(spotPool(0.115)), stranded("n1", "a"), stranded("n2", "b")),
+		},
+		{
+			name:   "the repack fraction is its own setting",
+			source: "Millwright: Options.RepackSavingsFraction 0.3 refuses a repack saving 25% (score 0.25)",
+			in:     withRepackFraction(input(pools(spotPool(0.09)), stranded("n1", "a"), stranded("n2", "b")), 0.3),
+		},
+		{
+			name:   "a negative repack fraction leaves the score alone",
+			source: "Millwright: Options.RepackSavingsFraction −1; 25% of the pool's cost for all of its disruption scores 0.25 < 1/2",
+			in:     withRepackFraction(input(pools(spotPool(0.09)), stranded("n1", "a"), stranded("n2", "b")), -1),
+		},
+		{
+			name:   "the replace fraction does not apply to a repack",
+			source: "Millwright: Options.ReplaceSavingsFraction 0.5",
+			in: func() disruption.Input {
+				in := input(pools(spotPool(0.09)), stranded("n1", "a"), stranded("n2", "b"))
+				in.Options.ReplaceSavingsFraction = 0.5
+				return in
+			}(),
+			want: []string{"Underutilized/replace [n1 n2] → [c.fit/spot c.fit/spot]"},
 		},
 		{
 			name:   "a Balanced pool scores the repack",

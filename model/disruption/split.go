@@ -42,7 +42,7 @@ func (c *computation) splittable(cands []*nodeInfo) bool {
 // cost less; it returns nil and why not ("" when splitting has nothing to
 // add to Karpenter's verdict: the pods need one node at most).
 func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
-	return c.repackInto(ni.node.InstanceType, []*nodeInfo{ni}, 2)
+	return c.repackInto(ni.node.InstanceType, []*nodeInfo{ni}, 2, c.opts.ReplaceSavingsFraction)
 }
 
 // repackInto decides whether cands can be replaced by at least least new
@@ -50,7 +50,7 @@ func (c *computation) split(ni *nodeInfo) (*consolidation, string) {
 // together cost less than cands; what says what the candidates are in the
 // command's message. It returns nil and why not ("" when the pods need
 // fewer than least new nodes: Karpenter's verdict stands).
-func (c *computation) repackInto(what string, cands []*nodeInfo, least int) (*consolidation, string) {
+func (c *computation) repackInto(what string, cands []*nodeInfo, least int, fraction float64) (*consolidation, string) {
 	price := sumPrices(cands)
 	spot := allSpot(cands)
 	sim := c.simulate(cands, launchSplit, price)
@@ -80,7 +80,7 @@ func (c *computation) repackInto(what string, cands []*nodeInfo, least int) (*co
 	// so that even the dearest launches together cost less than cands and
 	// save what the threshold asks (when the cheapest do).
 	factor := price / expected
-	if worst := price - c.requiredSavings(cands); worst > expected {
+	if worst := price - c.requiredSavings(cands, fraction); worst > expected {
 		factor = worst / expected
 	}
 	for i := range plans {
@@ -96,7 +96,7 @@ func (c *computation) repackInto(what string, cands []*nodeInfo, least int) (*co
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("splitting saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
 	}
-	if why := c.scoreRefusal(cands, savings, false); why != "" {
+	if why := c.scoreRefusal(cands, savings, false, fraction); why != "" {
 		return nil, "splitting: " + why
 	}
 	if !c.poolsAllow(cands, 1) {

@@ -214,6 +214,10 @@ type Options struct {
 	// Every command it lets through lowers the pool's cost by at least
 	// this fraction of what it replaces, so they cannot chain for long.
 	ReplaceSavingsFraction float64
+	// RepackSavingsFraction is ReplaceSavingsFraction for a repack of
+	// two nodes single-node consolidation kept (repack.go). 0 means
+	// DefaultRepackSavingsFraction; negative, the score alone decides.
+	RepackSavingsFraction float64
 	// MinSavingsPerHour is an absolute floor on a replace's saving in $/h
 	// (0: none).
 	MinSavingsPerHour float64
@@ -263,12 +267,12 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultConsolidationThreshold = 2
-	// DefaultReplaceSavingsFraction is 10%: on the consolidation
-	// benchmark at the local stack's prices the moves left after a
-	// scale-down save 10–25% of what they replace (a spot m7i-flex.4xlarge
-	// whose pods an m6a.4xlarge holds: 15%); at 30% they were kept, at
-	// 1.26× a fresh plan (TestConsolidationSettles).
-	DefaultReplaceSavingsFraction = 0.1
+	DefaultReplaceSavingsFraction = 0.3
+	// DefaultRepackSavingsFraction is 10%: on the consolidation
+	// benchmark at the local stack's prices the pairs left after a
+	// scale-down save 10–25% of what they cost (two spot m7i-flex.4xlarge
+	// whose pods m6a.4xlarge nodes hold: 15%); TestConsolidationSettles.
+	DefaultRepackSavingsFraction  = 0.1
 	DefaultRepairToleration       = 30 * time.Minute
 	DefaultRepairMaxFraction      = 0.2
 	DefaultMultiNodeMaxCandidates = 100

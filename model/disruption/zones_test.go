@@ -82,8 +82,7 @@ func TestReplacementOptionsAllPassTheScore(t *testing.T) {
 		share    float64 // of the node's price each option must save
 		want     string
 	}{
-		{name: "default: 10% of the price", share: 0.1, want: "s.00 s.01 s.02 s.03 s.04 s.05 s.06 s.07 s.08 s.09 s.10 s.11 s.12 s.13 s.14"},
-		{name: "30% of the price", fraction: 0.3, share: 0.3, want: "s.00 s.01 s.02 s.03 s.04 s.05 s.06 s.07 s.08 s.09 s.10"},
+		{name: "default: 30% of the price", share: 0.3, want: "s.00 s.01 s.02 s.03 s.04 s.05 s.06 s.07 s.08 s.09 s.10"},
 		{name: "the score alone: half", fraction: -1, share: 0.5, want: "s.00 s.01 s.02 s.03 s.04"},
 		{name: "a Balanced pool: half", policy: apisv1.ConsolidationPolicyBalanced, share: 0.5, want: "s.00 s.01 s.02 s.03 s.04"},
 	} {
