@@ -188,6 +188,7 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 	if req.Admission {
 		in.Only = req.Admitting
 	}
+	in.Validation = req.Validation || req.Admission
 	// awaited are the Nodes that unbound pods are nominated to: their room
 	// is spoken for until the scheduler binds them (see below).
 	awaited := map[string]bool{}

@@ -120,6 +120,7 @@ func TestConsolidation(t *testing.T) {
 		in.PendingPods = append(in.PendingPods, p...)
 		return in
 	}
+	validation := func(in disruption.Input) disruption.Input { in.Validation = true; return in }
 	threeCPU, _ := scheduling.ParseResources("cpu", "3", "memory", "12Gi", "pods", "100")
 
 	runCases(t, []computeCase{
@@ -240,6 +241,51 @@ func TestConsolidation(t *testing.T) {
 			in: pending(input(pools(pool("default")), node("n1", "default", "c.large")),
 				pod("pending", "1", "1Gi")),
 			verdicts: map[string]string{"n1": "node is nominated for a pending pod"},
+		},
+		{
+			name:   "a node the pods of a deleting node would land on is nominated",
+			source: "provisioner.go: Schedule / deleting nodes' pods are scheduled with the pending ones, and the nodes they land on nominated",
+			in: input(pools(pool("default")),
+				node("gone", "default", "c.large", deleting, running(pod("a", "1", "1Gi"))),
+				node("n1", "default", "c.large")),
+			verdicts: map[string]string{"n1": "node is nominated for a pod leaving a disrupted node"},
+		},
+		{
+			name:   "so is one the pods of a node an admitted command holds would land on",
+			source: "provisioner.go: Schedule / nodes marked for deletion",
+			in: input(pools(pool("default")),
+				node("held", "default", "c.large", heldUncharged, running(pod("a", "1", "1Gi"))),
+				node("n1", "default", "c.large")),
+			verdicts: map[string]string{"n1": "node is nominated for a pod leaving a disrupted node"},
+		},
+		{
+			name: "the pods of a node still validating nominate nothing: they leave after a node chosen now has the candidate taint",
+			in: input(pools(pool("default")),
+				node("v", "default", "c.large", validating, running(pod("a", "1", "1Gi"))),
+				node("n1", "default", "c.large")),
+			want: []string{"Empty/delete [n1]"},
+		},
+		{
+			name:   "an outlier is not nominated for the pods leaving a disrupted node: they are steered off it",
+			source: "Millwright: waste first (waste.go) with nominations",
+			// big is the emptiest node, where LeastAllocated would put
+			// gone's pod; as an outlier it has no room in any simulation
+			// (and the outlier taint), so it goes first, as without gone.
+			in: input(pools(pool("default", budgets(budget("2")))),
+				node("gone", "default", "c.small", deleting, running(pods(1, "g", "1", "1Gi")...)),
+				node("s1", "default", "c.small", running(pods(1, "a", "1", "1Gi")...)),
+				node("s2", "default", "c.small", running(pods(1, "b", "1", "1Gi")...)),
+				node("s3", "default", "c.small", running(pods(1, "c", "1", "1Gi")...)),
+				node("s4", "default", "c.small", running(pods(1, "d", "1", "1Gi")...)),
+				node("big", "default", "c.xlarge", running(pods(3, "e", "1", "1Gi")...))),
+			want: []string{"Underutilized/delete [big]"},
+		},
+		{
+			name: "nor do a deleting node's in a validation: the command's candidates carry the candidate taint",
+			in: validation(input(pools(pool("default")),
+				node("gone", "default", "c.large", deleting, running(pod("a", "1", "1Gi"))),
+				node("n1", "default", "c.large"))),
+			want: []string{"Empty/delete [n1]"},
 		},
 		{
 			name:   "the Balanced score refuses a replacement that saves little",

@@ -65,6 +65,12 @@ type Input struct {
 	// (an admission checks one command's decision: the other nodes stay
 	// and take pods, but no decision is made for them).
 	Only []string
+	// Validation: a command asks whether its decision still holds (with
+	// or without Only). Its candidates carry the candidate taint, which
+	// steers kube-scheduler away from them, so the pods of nodes being
+	// taken apart nominate no node: only pending pods do (see
+	// nominateLeaving).
+	Validation bool
 }
 
 // Node is a registered Node as disruption sees it.
