@@ -172,27 +172,17 @@ func (c *computation) nominate() {
 // no outliers): outliers have no room in any simulation and the outlier
 // taint steers kube-scheduler off them, so they are not nominated (a
 // large node launched for the burst, always the emptiest, would otherwise
-// be nominated while anything drained, and fill up). Not in a validation (Input.Validation): the command's
-// candidates have the candidate taint, and the pods of commands still
-// waiting out their validation leave only after it is admitted, when a
-// node chosen now has it too.
+// be nominated while anything drained, and fill up).
+//
+// Not in a validation (Input.Validation): the command's candidates have
+// the candidate taint. Nor for the pods of commands still waiting out
+// their validation (capacity.leaving leaves them out): they leave only
+// after it is admitted, when a node chosen now has the taint too.
 func (c *computation) nominateLeaving() {
 	if c.in.Validation {
 		return
 	}
-	var leaving []*corev1.Pod
-	for i := range c.in.Nodes {
-		n := &c.in.Nodes[i]
-		if !n.Deleting && (!n.Disrupting || n.Waiting) {
-			continue
-		}
-		for _, p := range n.Pods {
-			if p.Pod != nil && reschedulable(p.Pod) {
-				leaving = append(leaving, p.Pod)
-			}
-		}
-	}
-	c.nominateFor(leaving, "node is nominated for a pod leaving a disrupted node")
+	c.nominateFor(c.capacity.leaving, "node is nominated for a pod leaving a disrupted node")
 }
 
 // nominateFor blocks, with why, the managed nodes pods would land on now

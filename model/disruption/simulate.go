@@ -39,6 +39,10 @@ type capacity struct {
 	// a place (the provisioner launches for them), but they may take room
 	// before a candidate's pods do, as in Karpenter's simulation.
 	first []*corev1.Pod
+	// leaving are the pods of first that leave their nodes now: those of
+	// nodes deleting, or held by a drain or an admitted command (not by a
+	// command still waiting out its validation); see nominateLeaving.
+	leaving []*corev1.Pod
 	// topology is true when some pod in the cluster has topology spread or
 	// pod (anti-)affinity; antiAffinity are the required anti-affinity
 	// terms of the pods on the nodes (they bar newcomers they select). A
@@ -62,6 +66,9 @@ func (c *computation) buildCapacity() {
 			for _, p := range n.Pods {
 				if p.Pod != nil && reschedulable(p.Pod) {
 					cp.first = append(cp.first, p.Pod)
+					if n.Deleting || !n.Waiting {
+						cp.leaving = append(cp.leaving, p.Pod)
+					}
 				}
 			}
 			continue
