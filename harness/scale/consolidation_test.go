@@ -63,18 +63,25 @@ type consolidationScenario struct {
 	// keep is the share of each deployment's replicas left after the
 	// scale-down.
 	keep float64
+	// watchWindow samples on after the target is reached, to the end of
+	// the window or until the nodes stop changing, and reports where
+	// consolidation ends as well as when it first got under the target.
+	// Stopping at the first sample under 1.15× reports the threshold, not
+	// the outcome: runs 41–48 all "reached" at 1.14–1.15×. ci stops at
+	// the target to keep `make test` short.
+	watchWindow bool
 }
 
 var consolidationScenarios = map[string]consolidationScenario{
 	// `make test`'s: 60 pods of the mixed shapes → 30%.
 	"ci": {name: "ci", deployments: mixed("c", 6).deployments, keep: 0.3},
 	// The issue's: 600 pods over 10 deployments → 30% of each.
-	"mixed-600": {name: "mixed-600", deployments: mixed("c", 60).deployments, keep: 0.3},
+	"mixed-600": {name: "mixed-600", deployments: mixed("c", 60).deployments, keep: 0.3, watchWindow: true},
 	// Karpenter's performance suite: 500 + 500 pods, then 350 + 350.
 	"karpenter-perf": {name: "karpenter-perf", deployments: []deployment{
 		{name: "small", replicas: 500, cpu: "900m", memory: "3100Mi"},
 		{name: "large", replicas: 500, cpu: "3500m", memory: "28Gi"},
-	}, keep: 0.7},
+	}, keep: 0.7, watchWindow: true},
 }
 
 // TestConsolidation scales a workload up on a WhenEmptyOrUnderutilized pool
@@ -82,7 +89,9 @@ var consolidationScenarios = map[string]consolidationScenario{
 // down, and samples until the nodes cost at most 1.15× a fresh plan of the
 // remaining pods: it prints the cost before and after, the ratio and the
 // time it took (or, when the nodes stop changing first, that the target was
-// not reached); it fails on correctness only — a remaining pod not Running,
+// not reached). The large scenarios sample on to the end of the window (or
+// until the nodes stop changing) and print where consolidation ended too.
+// It fails on correctness only — a remaining pod not Running,
 // a PodDisruptionBudget below its desired healthy pods, more nodes
 // disrupting than the budget allows. `make consolidation` runs the large
 // scenarios.
@@ -199,7 +208,7 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 	fresh, freshNodes, freshLaunched, freshUse := freshPlanCost(t, s, kept)
 
 	deadline := scaledDown.Add(consolidateAfter + settleWindow)
-	var last consolidationSample
+	var last, atReach consolidationSample
 	var reached, stableFor time.Duration
 	stableSince, stableNodes := time.Now(), -1
 	budgetExceeded, pdbViolations, samples, maxDisrupting := 0, 0, 0, 0
@@ -215,9 +224,11 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 			pdbViolations++
 			t.Errorf("%s: %s", time.Since(scaledDown).Round(time.Second), v)
 		}
-		if last.cost <= maxCostRatio*fresh && last.running == remaining && last.disrupting == 0 {
-			reached = time.Since(scaledDown)
-			break
+		if reached == 0 && last.cost <= maxCostRatio*fresh && last.running == remaining && last.disrupting == 0 {
+			reached, atReach = time.Since(scaledDown), last
+			if !sc.watchWindow {
+				break
+			}
 		}
 		// Nothing left to do: the same nodes, none disrupting, for
 		// settleQuiet past consolidateAfter.
@@ -234,7 +245,15 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 		remaining, freshNodes, fresh, freshLaunched, last.cost/freshLaunched)
 	if reached > 0 {
 		fmt.Fprintf(&b, "  settled after           %s (consolidateAfter %s): %d nodes, $%.2f/h = %.2f× the fresh plan\n",
-			reached.Round(time.Second), consolidateAfter, last.nodes, last.cost, ratio)
+			reached.Round(time.Second), consolidateAfter, atReach.nodes, atReach.cost, atReach.cost/fresh)
+		if sc.watchWindow {
+			how := "the window closed"
+			if stableFor >= settleQuiet {
+				how = fmt.Sprintf("nodes unchanged for %s", stableFor.Round(time.Second))
+			}
+			fmt.Fprintf(&b, "  at the end              %s after the scale-down (%s): %d nodes, $%.2f/h = %.2f× the fresh plan, %d of %d pods Running, %d disrupting\n",
+				time.Since(scaledDown).Round(time.Second), how, last.nodes, last.cost, ratio, last.running, remaining, last.disrupting)
+		}
 	} else {
 		// A figure, not a failure: the target is reported, and the
 		// correctness checks below fail the run.
