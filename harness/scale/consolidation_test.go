@@ -265,7 +265,15 @@ func runConsolidation(t *testing.T, s *driver.Stack, sc consolidationScenario) s
 	endUse := nodesUse(ctx, s)
 	fmt.Fprintf(&b, "  requested / allocatable the end's nodes %s; the fresh plan's %s\n", endUse, freshUse)
 	if last.running < remaining {
-		t.Errorf("consolidation %s: %d of %d remaining pods Running at the end", sc.name, last.running, remaining)
+		// The window may close mid-command, with evicted pods between
+		// nodes: a pod is lost only if it does not run again.
+		moving := time.Now()
+		if waitConsolidationPods(t, s, remaining, bound(runningBoundPer1000, remaining)) {
+			fmt.Fprintf(&b, "  pods in motion          %d of %d Running when the window closed, all %d %s later\n",
+				last.running, remaining, remaining, time.Since(moving).Round(time.Second))
+		} else {
+			t.Errorf("consolidation %s: %d of %d remaining pods Running at the end", sc.name, last.running, remaining)
+		}
 	}
 	fmt.Fprintf(&b, "  samples                 %d: most nodes disrupting at once %d, over budget %d, PDB violations %d\n",
 		samples, maxDisrupting, budgetExceeded, pdbViolations)
