@@ -175,6 +175,18 @@ func (c *computation) multiNodeConsolidation() {
 	if len(cands) < 2 {
 		return
 	}
+	if len(c.in.Only) > 0 {
+		// An admission re-checks one command: its candidates are exactly
+		// these, and the pass found them by a binary search over a longer
+		// list. The search is not monotonic (3 nodes may go to one cheaper
+		// node where the first 2 cannot), so searching again from 2 could
+		// miss the whole set: simulate it first, as Karpenter's validation
+		// simulates the command's candidates.
+		if found, _ := c.consolidate(cands); found != nil {
+			c.commit(found.cmd, found.cands, found.placements)
+			return
+		}
+	}
 	lo, hi := 1, len(cands)-1
 	var best *consolidation
 	for lo <= hi {

@@ -436,6 +436,7 @@ func settle(t *testing.T, hash unitHash, replicas int, arrival string, held bool
 	for round := 1; round <= 40; round++ {
 		w.in.Now = w.in.Now.Add(2 * time.Minute)
 		r := disruption.Compute(w.in)
+		checkAdmissions(t, w.in, r)
 		if len(r.Commands) == 0 {
 			for _, v := range r.Verdicts {
 				t.Logf("  %s: %s", v.NodeName, v.Message)
