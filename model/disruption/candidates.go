@@ -98,7 +98,12 @@ func (c *computation) judge(ni *nodeInfo) {
 
 // candidate reports whether ni may be disrupted gracefully now.
 func (ni *nodeInfo) candidate() bool {
-	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0 && !ni.receiving && !ni.bystander
+	return ni.candidateInAPass() && !ni.bystander
+}
+
+// candidateInAPass is candidate, an admission's bystanders included.
+func (ni *nodeInfo) candidateInAPass() bool {
+	return ni.blocked == "" && ni.podBlocked == "" && ni.command < 0 && !ni.receiving
 }
 
 // consolidatable says why consolidation may not take ni ("" when it may):

@@ -826,3 +826,35 @@ func TestSingleNodeConsolidationTakesTurnsBeyondItsSimulations(t *testing.T) {
 		t.Errorf("n1, the cheapest to disrupt, simulated in %d of 3 passes, want every pass", simulated["n1"])
 	}
 }
+
+// TestAdmissionAvoidsTheOutliersThePassAvoided: an admission (Input.Only)
+// decides for its command's candidates alone, but must see the same
+// destinations as the pass that decided the command. Here the pass tries
+// the outlier big first, finds nothing for it (its 9-CPU pod fits no
+// cheaper node), and so lets the small nodes' pods go onto it (they fit
+// nowhere else); the admission of that command must do the same, not keep
+// big out of reach because it is no candidate of its own.
+func TestAdmissionAvoidsTheOutliersThePassAvoided(t *testing.T) {
+	in := input(pools(pool("default", consolidateAfter("30s"), budgets(budget("100%")))),
+		node("s1", "default", "c.small", running(pods(1, "a", "1500m", "1Gi")...)),
+		node("s2", "default", "c.small", running(pods(1, "b", "1500m", "1Gi")...)),
+		node("s3", "default", "c.small", running(pods(1, "c", "1500m", "1Gi")...)),
+		node("s4", "default", "c.small", running(pods(1, "d", "1500m", "1Gi")...)),
+		node("big", "default", "c.xlarge", running(pods(1, "e", "9", "1Gi")...)),
+	)
+	pass := disruption.Compute(in)
+	if len(pass.Commands) == 0 {
+		t.Fatalf("pass: no command, want the small nodes' pods moved onto big")
+	}
+	for _, cmd := range pass.Commands {
+		admission := in
+		admission.Validation = true
+		for _, c := range cmd.Candidates {
+			admission.Only = append(admission.Only, c.ClaimName)
+		}
+		want := summaries(disruption.Result{Commands: []disruption.Command{cmd}})
+		if got := summaries(disruption.Compute(admission)); !slices.Equal(got, want) {
+			t.Errorf("admission of %q: commands %q, want the pass's", want, got)
+		}
+	}
+}

@@ -136,9 +136,20 @@ func (c *computation) emptiness() {
 // consolidationCandidates are the non-empty candidates consolidation may
 // take, cheapest to disrupt first.
 func (c *computation) consolidationCandidates() []*nodeInfo {
+	return c.consolidatableNodes(false)
+}
+
+// consolidationCandidatesAndBystanders adds to consolidationCandidates the
+// nodes an admission decides nothing for (Input.Only) that would be
+// candidates in a pass.
+func (c *computation) consolidationCandidatesAndBystanders() []*nodeInfo {
+	return c.consolidatableNodes(true)
+}
+
+func (c *computation) consolidatableNodes(bystanders bool) []*nodeInfo {
 	var out []*nodeInfo
 	for _, ni := range c.nodes {
-		if !ni.candidate() || ni.empty() || ni.notConsolidatable != "" {
+		if (ni.bystander && !bystanders) || !ni.candidateInAPass() || ni.empty() || ni.notConsolidatable != "" {
 			continue
 		}
 		np := ni.pool.spec.Pool

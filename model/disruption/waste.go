@@ -40,9 +40,16 @@ const maxWastefulPerPass = 3
 // wastefulFirst consolidates the most wasteful outliers first, and stops
 // avoiding those it found nothing for: they stay destinations for the
 // other candidates' pods, as in Karpenter.
+//
+// An admission (Input.Only) decides for its own candidates alone, but the
+// pass whose command it checks probed the outliers first: it probes the
+// other outliers too, deciding nothing for them, so that it avoids the
+// same ones as the pass. Otherwise an outlier the pass found nothing for
+// stayed out of reach in the admission, which then refused every command
+// that counted on its room (TestAdmissionAvoidsTheOutliersThePassAvoided).
 func (c *computation) wastefulFirst() {
 	var list []*nodeInfo
-	for _, ni := range c.consolidationCandidates() {
+	for _, ni := range c.consolidationCandidatesAndBystanders() {
 		if ni.outlier {
 			list = append(list, ni)
 		}
@@ -56,7 +63,9 @@ func (c *computation) wastefulFirst() {
 			continue
 		}
 		if found, _ := c.consolidate([]*nodeInfo{ni}); found != nil {
-			c.commit(found.cmd, found.cands, found.placements)
+			if !ni.bystander {
+				c.commit(found.cmd, found.cands, found.placements)
+			}
 			continue
 		}
 		c.stopAvoiding(ni)
