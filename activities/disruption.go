@@ -77,6 +77,11 @@ type DisruptionNodeState struct {
 	// for validating ones (see Admission).
 	Validating bool `json:"validating,omitempty"`
 	Committed  bool `json:"committed,omitempty"`
+	// DecidedLater, in an admission: the validating command holding the
+	// node was decided after the command being admitted, so the node's
+	// pods do not compete for room in its fresh decision (model/disruption
+	// Node.DecidedAfter). Sent since change admit-before-later.
+	DecidedLater bool `json:"decidedLater,omitempty"`
 	// ReplacementFor: the node is a replacement launched by this running
 	// disruption command; it is no candidate until the command ends (its
 	// candidates' pods may still be on their way to it).

@@ -16,7 +16,8 @@ import (
 // in the disruption workflow, one admission or pass at a time, so that
 //   - its validation sees every other running command's candidates as held,
 //     as its decision did (a command validating on its own saw them free,
-//     decided differently and invalidated itself);
+//     decided differently and invalidated itself), and the pods of those
+//     decided after it where they are, as they were when it was decided;
 //   - its candidates use the budget only once it is admitted, so the next
 //     decisions wait out their validation delay while the admitted ones
 //     drain, and two commands admitted one after the other never together
@@ -59,6 +60,9 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 			ledger.Admitting = append(ledger.Admitting, candidate.NodeClaimName)
 		}
 	}
+	if changed(ctx, changeAdmitBeforeLater) {
+		d.markDecidedLater(&ledger, request.CommandID)
+	}
 	var answer activities.ComputeCommandsResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, computeCommandsOptions()),
 		activities.ComputeCommandsActivity, ledger).Get(ctx, &answer)
@@ -83,6 +87,30 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 	d.passNow = true
 	d.wake.SendAsync(true)
 	return activities.AdmitCommandResponse{Admitted: true}, nil
+}
+
+// markDecidedLater marks, in an admission's ledger, the candidates of the
+// commands started after the one being admitted (Running keeps start
+// order) that are still validating: their pods stay put in its fresh
+// decision (activities.DisruptionNodeState.DecidedLater).
+func (d *disruption) markDecidedLater(ledger *activities.ComputeCommandsRequest, admitting string) {
+	i := slices.IndexFunc(d.state.Running, func(c RunningCommand) bool { return c.ID == admitting })
+	if i < 0 {
+		return
+	}
+	later := map[string]bool{}
+	for _, command := range d.state.Running[i+1:] {
+		if command.AdmitsAtCommit && !command.Admitted {
+			for _, claim := range command.Candidates {
+				later[claim] = true
+			}
+		}
+	}
+	for k := range ledger.Nodes {
+		if state := &ledger.Nodes[k]; state.Validating && later[state.NodeClaimName] {
+			state.DecidedLater = true
+		}
+	}
 }
 
 func (d *disruption) runningCommand(id string) *RunningCommand {

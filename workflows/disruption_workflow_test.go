@@ -771,3 +771,35 @@ func disruptionView(t *testing.T, h *harness) DisruptionStateView {
 	}
 	return view
 }
+
+// TestAdmissionMarksLaterCommandsDecidedLater (changeAdmitBeforeLater): an
+// admission's ledger marks DecidedLater the candidates of the commands
+// started after the admitted one that are still validating, and only
+// theirs: not those of commands started before it, admitted since, or
+// holding their candidates from the start.
+func TestAdmissionMarksLaterCommandsDecidedLater(t *testing.T) {
+	d := &disruption{state: DisruptionState{Running: []RunningCommand{
+		{ID: "earlier", Candidates: []string{"e"}, AdmitsAtCommit: true},
+		{ID: "admitting", Candidates: []string{"a"}, AdmitsAtCommit: true},
+		{ID: "later", Candidates: []string{"l1", "l2"}, AdmitsAtCommit: true},
+		{ID: "later-admitted", Candidates: []string{"la"}, AdmitsAtCommit: true, Admitted: true},
+		{ID: "later-reserved", Candidates: []string{"lr"}},
+	}}}
+	ledger := activities.ComputeCommandsRequest{Admission: true, Nodes: []activities.DisruptionNodeState{
+		{NodeClaimName: "e", Validating: true},
+		{NodeClaimName: "l1", Validating: true},
+		{NodeClaimName: "l2", Validating: true},
+		{NodeClaimName: "la", Reserved: true},
+		{NodeClaimName: "lr", Reserved: true},
+	}}
+	d.markDecidedLater(&ledger, "admitting")
+	var later []string
+	for _, n := range ledger.Nodes {
+		if n.DecidedLater {
+			later = append(later, n.NodeClaimName)
+		}
+	}
+	if want := []string{"l1", "l2"}; !slices.Equal(later, want) {
+		t.Errorf("DecidedLater %v, want %v", later, want)
+	}
+}

@@ -278,6 +278,13 @@ const (
 	// kube-scheduler sends the pods evicted from the other nodes elsewhere
 	// while consolidation waits to take the outlier.
 	changeMarkOutliers changeID = "mark-outliers"
+	// changeAdmitBeforeLater (disruption_admission.go handleAdmit): an
+	// admission marks the candidates of the commands started after the
+	// admitted one and still validating DecidedLater, so their pods do
+	// not compete first in its fresh decision, as they did not when it
+	// was decided. Before, two commands validating at once each counted
+	// the other's pods first, and both could be refused.
+	changeAdmitBeforeLater changeID = "admit-before-later"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

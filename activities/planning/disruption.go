@@ -359,6 +359,7 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		// nodes (or, under ValidatingWait, counts them in the pool's
 		// waiting ledger instead), an admission committed ones.
 		n.Uncharged = (s.Committed && !admission) || (s.Validating && admission)
+		n.DecidedAfter = s.Validating && s.DecidedLater && admission
 		if s.Validating && !admission && validatingWait {
 			n.Uncharged, n.Waiting = true, true
 		}

@@ -9,11 +9,14 @@ import (
 )
 
 // checkAdmissions re-decides each of r's commands as an admission does (Only its
-// candidates, Validation), with the pass's other commands under way, and
-// fails on a multi-node decision the admission no longer takes whole: on
-// mixed-600 (run 53) a multi-node consolidation of 3 nodes was decided
-// and invalidated every 20 s for two minutes, the admission's binary
-// search trying the first 2 alone (which cannot go) and never all 3.
+// candidates, Validation), with the pass's other commands under way —
+// those decided before it held, those decided after it held with their
+// pods put (Node.DecidedAfter) — and fails on a decision the admission no
+// longer takes whole. On mixed-600 (run 53) a multi-node consolidation of
+// 3 nodes was decided and invalidated every 20 s for two minutes, the
+// admission's binary search trying the first 2 alone (which cannot go)
+// and never all 3; and (run 58) whole passes of commands were invalidated
+// together, each admission counting the later commands' pods first.
 func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 	for k, cmd := range r.Commands {
 		var only []string
@@ -32,6 +35,9 @@ func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 				for i := range again.Nodes {
 					if again.Nodes[i].ClaimName == c.ClaimName {
 						again.Nodes[i].Disrupting = true
+						if j > k {
+							again.Nodes[i].Uncharged, again.Nodes[i].DecidedAfter = true, true
+						}
 					}
 				}
 			}
@@ -54,9 +60,8 @@ func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 				held = true
 			}
 		}
-		// A multi-node decision (several candidates, at most one
-		// replacement) must survive its admission on the same cluster.
-		if !held && len(cmd.Candidates) > 1 && len(cmd.Replacements) <= 1 {
+		// Every decision must survive its admission on the same cluster.
+		if !held {
 			var why []string
 			for _, v := range fresh.Verdicts {
 				if slices.Contains(only, v.ClaimName) {

@@ -858,3 +858,33 @@ func TestAdmissionAvoidsTheOutliersThePassAvoided(t *testing.T) {
 		}
 	}
 }
+
+// An admission decides as its command was decided: the pods of a command
+// decided after it and still validating stay put (Node.DecidedAfter),
+// while those of commands decided before it, or admitted, compete first.
+// On mixed-600 two commands validating at once each counted the other's
+// pods first, and both were refused.
+func TestAdmissionLeavesLaterCommandsPodsPut(t *testing.T) {
+	decidedAfter := func(n *disruption.Node) { heldUncharged(n); n.DecidedAfter = true }
+	for _, tc := range []struct {
+		name string
+		held nodeOpt
+		want []string
+	}{
+		{"held by a command decided later", decidedAfter, []string{"Underutilized/delete [b]"}},
+		{"held by a command decided earlier", heldUncharged, nil},
+		{"held by an admitted command", func(n *disruption.Node) { n.Disrupting = true }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(pools(pool("default", consolidateAfter("30s"), budgets(budget("100%")))),
+				node("b", "default", "c.small", running(pods(1, "b", "1500m", "1Gi")...)),
+				node("c", "default", "c.small", tc.held, running(pods(1, "c", "1500m", "1Gi")...)),
+				node("x", "default", "c.small", running(pods(1, "x", "500m", "1Gi")...)),
+			)
+			in.Validation, in.Only = true, []string{"b"}
+			if got := summaries(disruption.Compute(in)); !slices.Equal(got, tc.want) {
+				t.Errorf("admission of b: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -35,7 +35,8 @@ type capacity struct {
 	// free room), which kube-scheduler's LeastAllocated scores against.
 	allocatable []scheduling.Resources
 	// first are the pods that compete for room in every simulation: pending
-	// pods and the pods of nodes already being deleted. They need not find
+	// pods and the pods of nodes already being deleted or held (those of
+	// Node.DecidedAfter aside). They need not find
 	// a place (the provisioner launches for them), but they may take room
 	// before a candidate's pods do, as in Karpenter's simulation.
 	first []*corev1.Pod
@@ -63,6 +64,9 @@ func (c *computation) buildCapacity() {
 			}
 		}
 		if n.Deleting || n.Disrupting {
+			if n.DecidedAfter && !n.Deleting {
+				continue // its pods stay put in this admission
+			}
 			for _, p := range n.Pods {
 				if p.Pod != nil && reschedulable(p.Pod) {
 					cp.first = append(cp.first, p.Pod)

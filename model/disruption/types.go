@@ -137,6 +137,17 @@ type Node struct {
 	// next decisions wait out their validation while the admitted ones
 	// drain, and each still needs the budget when it is admitted.
 	Waiting bool
+	// DecidedAfter, in an admission (Input.Only): a node held by a
+	// command decided after the one being admitted and still waiting out
+	// its validation. Its pods do not compete first: when the admitted
+	// command was decided they were still on this node (or, in the same
+	// pass, were placed after its pods), and that command's own admission
+	// counts the admitted one's pods first. With them first, two commands
+	// waiting at once each saw the other's pods take its room and both
+	// were refused (on mixed-600, whole passes of commands invalidated
+	// together, decided again and invalidated again). The node stays held:
+	// never a candidate, never a destination.
+	DecidedAfter bool
 	// ReplacementFor names the running disruption command that launched
 	// the node to take its candidates' pods: it is no candidate until that
 	// command ends, however empty it looks while they drain.
