@@ -241,6 +241,34 @@ func TestDrainEvictsWorkloadsThenDaemonSetsThenCriticalPods(t *testing.T) {
 // The spare node stays cordoned until the drain has reported an eviction the
 // budget refused: with somewhere to go at once, a fast replacement could be
 // Ready between two evictions and the refusal would depend on timing.
+// TestDrainEvictsTheLargestPodsFirst: within a group, pods go largest
+// first (CPU, then memory), the order the consolidation plan placed them
+// in, so kube-scheduler gives the large ones the room the plan kept.
+func TestDrainEvictsTheLargestPodsFirst(t *testing.T) {
+	h := newHarness(t)
+	node := createNode(t, newNode("size").build())
+	waitNodeReady(t, node.Name)
+	namespace := clustertesting.CreateNamespace(t, testClientset, "size")
+	for _, p := range []struct{ name, cpu, memory string }{
+		{"a-small", "100m", "128Mi"}, {"b-large", "2", "1Gi"}, {"c-medium", "500m", "4Gi"}, {"d-medium-less-memory", "500m", "1Gi"},
+	} {
+		createPod(t, newPod(namespace, p.name, node.Name).requests(p.cpu, p.memory).build())
+	}
+	waitPodsRunning(t, namespace, 4)
+	events := watchPods(t, namespace, nil)
+
+	if _, err := execute[activities.DrainResponse](h, nil, h.activities.Drain,
+		activities.DrainRequest{NodeName: node.Name, Reason: "test", Voluntary: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b-large", "c-medium", "d-medium-less-memory", "a-small"}
+	for i := 1; i < len(want); i++ {
+		if before, after := events.firstEvicted(want[i-1:i]), events.firstEvicted(want[i:i+1]); before < 0 || after < 0 || before > after {
+			t.Errorf("%s evicted at event %d, %s at %d: want the eviction order %v", want[i-1], before, want[i], after, want)
+		}
+	}
+}
+
 func TestDrainNeverViolatesAPodDisruptionBudget(t *testing.T) {
 	h := newHarness(t)
 	group := clustertesting.UniqueName("pdb")

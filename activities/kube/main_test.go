@@ -417,6 +417,12 @@ func (b *podBuilder) gracePeriod(seconds int64) *podBuilder {
 	return b
 }
 
+func (b *podBuilder) requests(cpu, memory string) *podBuilder {
+	b.pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+	return b
+}
+
 func (b *podBuilder) build() *corev1.Pod { return b.pod.DeepCopy() }
 
 func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
