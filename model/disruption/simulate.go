@@ -65,7 +65,11 @@ func (c *computation) buildCapacity() {
 		}
 		if n.Deleting || n.Disrupting {
 			if n.DecidedAfter && !n.Deleting {
-				continue // its pods stay put in this admission
+				// Its pods stay put in this admission: the node is there
+				// (its pods count for topology) but takes none.
+				cp.add(c.packerNode(n), n.Allocatable)
+				cp.nodes[len(cp.nodes)-1].Available = scheduling.Resources{}
+				continue
 			}
 			for _, p := range n.Pods {
 				if p.Pod != nil && reschedulable(p.Pod) {

@@ -1,6 +1,7 @@
 package disruption_test
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,4 +140,35 @@ func TestConsolidationConstraints(t *testing.T) {
 		},
 	})
 	_ = apisv1.Group
+}
+
+// The pods of a command decided after the one being admitted stay put
+// (Node.DecidedAfter): they do not compete for room, but they are still on
+// their node, and kube-scheduler counts them for topology until they go. A
+// pod barred from a zone by one of them does not move there.
+func TestAdmissionCountsLaterCommandsPodsWhereTheyAre(t *testing.T) {
+	zoneAntiAffinity := func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: scheduling.LabelZone, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}}
+	}
+	decidedAfter := func(n *disruption.Node) { heldUncharged(n); n.DecidedAfter = true }
+	for _, tc := range []struct {
+		name, zone string
+		want       []string
+	}{
+		{"a later command's pod in the only zone with room", "zone-a", nil},
+		{"a later command's pod in another zone", "zone-c", []string{"Underutilized/delete [b]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := withoutScore(input(pools(pool("default", launchTypes(threeZoneTypes()), consolidateAfter("1m"), budgets(budget("100%")))),
+				node("b", "default", "c.small", inZone("zone-b"), running(pod("w-b", "1", "1Gi", zoneAntiAffinity))),
+				node("c", "default", "c.small", inZone(tc.zone), decidedAfter, running(pod("w-c", "1", "1Gi", zoneAntiAffinity))),
+				node("x", "default", "c.small", inZone("zone-a"), running(pod("o", "1", "1Gi", otherApp)), lastPodEvent(now)),
+			))
+			in.Validation, in.Only = true, []string{"b"}
+			if got := summaries(disruption.Compute(in)); !slices.Equal(got, tc.want) {
+				t.Errorf("admission of b: %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -145,8 +145,9 @@ type Node struct {
 	// counts the admitted one's pods first. With them first, two commands
 	// waiting at once each saw the other's pods take its room and both
 	// were refused (on mixed-600, whole passes of commands invalidated
-	// together, decided again and invalidated again). The node stays held:
-	// never a candidate, never a destination.
+	// together, decided again and invalidated again). Its pods stay on it,
+	// counted for topology as kube-scheduler counts them until they go;
+	// the node stays held: never a candidate, never a destination.
 	DecidedAfter bool
 	// ReplacementFor names the running disruption command that launched
 	// the node to take its candidates' pods: it is no candidate until that
