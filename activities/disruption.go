@@ -79,8 +79,9 @@ type DisruptionNodeState struct {
 	Committed  bool `json:"committed,omitempty"`
 	// DecidedLater, in an admission: the validating command holding the
 	// node was decided after the command being admitted, so the node's
-	// pods do not compete for room in its fresh decision (model/disruption
-	// Node.DecidedAfter). Sent since change admit-before-later.
+	// pods stay on it in its fresh decision and do not compete for room
+	// (model/disruption Node.DecidedAfter). Sent since change
+	// admit-before-later.
 	DecidedLater bool `json:"decidedLater,omitempty"`
 	// ReplacementFor: the node is a replacement launched by this running
 	// disruption command; it is no candidate until the command ends (its

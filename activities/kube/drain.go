@@ -56,9 +56,11 @@ var drainGroups = []activities.DrainStage{
 // evicted first: kube-scheduler places the pods that replace them in the
 // order they come (by priority, then arrival), and the consolidation plan
 // that chose this drain placed them largest first (model/disruption
-// quickFit). Evicted in list order, small pods took the holes the plan had
-// left for large ones, which then went pending and had the provisioner
-// launch a node for each (33 pods in 24 batches in one mixed-600 run).
+// quickFit). Evicted in list order, small pods could take the holes the
+// plan had left for large ones, which then went pending and had the
+// provisioner launch a node for each (during one mixed-600 run's
+// consolidation it launched for 33 pods in 24 batches, most of them a
+// node for one large pod).
 //
 // Drain heartbeats DrainProgress after every step and, when retried, resumes
 // from the last one: its counters carry over and the taint step only writes
