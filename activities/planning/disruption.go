@@ -176,6 +176,9 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 		return nil, disruption.Input{}, err
 	}
 	w.daemonSetPods = daemonSetPods(daemonSets)
+	if err := w.readNamespacesAndStorage(ctx, p.state); err != nil {
+		return nil, disruption.Input{}, err
+	}
 
 	byKey := make(map[string]*corev1.Pod, len(pods))
 	bound := map[string][]*corev1.Pod{}
@@ -184,7 +187,8 @@ func (p *Planner) observeForDisruption(ctx context.Context, req activities.Compu
 		all[node.Name] = true
 	}
 	registerRequestedResources(pods, w.daemonSetPods, all)
-	in := disruption.Input{Now: w.now, DaemonSetPods: w.daemonSetPods, Options: disruptionOptions(req)}
+	in := disruption.Input{Now: w.now, DaemonSetPods: w.daemonSetPods, Options: disruptionOptions(req),
+		Storage: w.storage, Namespaces: w.namespaces}
 	if req.Admission {
 		in.Only = req.Admitting
 	}

@@ -159,6 +159,34 @@ func TestComputeCommandsConsolidatesIdleNodes(t *testing.T) {
 	}
 }
 
+// ComputeCommands reads the pods' volumes from the cluster: a pod whose
+// claim is bound to a zonal EBS volume is replaced in the volume's zone,
+// never planned onto a node where kube-scheduler would leave it Pending.
+func TestComputeCommandsKeepsPodsInTheirVolumesZone(t *testing.T) {
+	requireStack(t)
+	planner := newDisruptionPlanner(t)
+	ns := clustertesting.CreateNamespace(t, testClientset, "disruption")
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large", "m5.2xlarge").
+		mutate(func(np *apisv1.NodePool) { np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "100%"}} }).create(t)
+	node := millwrightNode(pool, "m5.2xlarge", "8", "32Gi").createReady(t) // in us-east-1a
+	createZonalClaim(t, ns, "data", "us-east-1c")
+	newPod(ns, clustertesting.UniqueName("db"), "500m", "1Gi").selectPool(pool).withClaim("data").bindTo(node).create(t)
+
+	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{})
+
+	cmds := commandsOfPool(resp, pool)
+	if len(cmds) != 1 || cmds[0].Kind != disruption.KindReplace || len(cmds[0].Replacements) != 1 {
+		t.Fatalf("commands %+v, want one replacement (verdicts %+v)", cmds, resp.Verdicts)
+	}
+	for _, o := range cmds[0].Replacements[0].InstanceTypeOptions {
+		for _, off := range o.Offerings {
+			if off.Zone != "us-east-1c" {
+				t.Errorf("option %s offered in %s, want the volume's zone us-east-1c only", o.Name, off.Zone)
+			}
+		}
+	}
+}
+
 // What the cluster shows decides each node's verdict: a do-not-disrupt
 // annotation, a PodDisruptionBudget allowing no eviction, the unregistered
 // taint, a stale template hash (drift), an AMI the class no longer

@@ -26,39 +26,8 @@ func TestPlanReadsVolumesNamespacesAndMinValues(t *testing.T) {
 
 	t.Run("a claim bound to a zonal volume pins the zone", func(t *testing.T) {
 		pool := newPool(nodeClass).onDemandTypes("m5.large").create(t)
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: clustertesting.UniqueName("pv")},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0123456789abcdef0"}},
-				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.ebs.csi.aws.com/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1c"}}},
-				}}}},
-			},
-		}
-		if _, err := testClientset.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = testClientset.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-		})
-		empty := ""
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-				VolumeName:       pv.Name,
-				StorageClassName: &empty,
-			},
-		}
-		if _, err := testClientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		b := newPod(ns, clustertesting.UniqueName("db"), "500m", "1Gi").selectPool(pool)
-		b.pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
-		key := b.createPending(t)
+		createZonalClaim(t, ns, "data", "us-east-1c")
+		key := newPod(ns, clustertesting.UniqueName("db"), "500m", "1Gi").selectPool(pool).withClaim("data").createPending(t)
 
 		resp := plan(t, planner, activities.PlanRequest{Cluster: testClusterName, PodKeys: []string{key}})
 
@@ -124,4 +93,48 @@ func TestPlanReadsVolumesNamespacesAndMinValues(t *testing.T) {
 			t.Fatalf("the pod must avoid the db's node (its namespace is selected by label): %+v", resp)
 		}
 	})
+}
+
+// createZonalClaim creates claim name in ns, bound to a new EBS volume in
+// zone (node affinity on the EBS CSI driver's zone key).
+func createZonalClaim(t *testing.T, ns, name, zone string) {
+	t.Helper()
+	ctx := t.Context()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: clustertesting.UniqueName("pv")},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0123456789abcdef0"}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.ebs.csi.aws.com/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
+			}}}},
+		},
+	}
+	if _, err := testClientset.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = testClientset.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	empty := ""
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			VolumeName:       pv.Name,
+			StorageClassName: &empty,
+		},
+	}
+	if _, err := testClientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withClaim mounts claim as the pod's volume "data".
+func (b *podBuilder) withClaim(claim string) *podBuilder {
+	b.pod.Spec.Volumes = append(b.pod.Spec.Volumes, corev1.Volume{Name: "data",
+		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+	return b
 }

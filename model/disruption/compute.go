@@ -37,8 +37,10 @@ type computation struct {
 	// capacity is where pods can be simulated onto (built by run).
 	capacity *capacity
 
-	// facts caches pods' requests and requirements.
-	facts map[*corev1.Pod]*podFacts
+	// facts caches pods' requests and requirements (volumes' topology
+	// included).
+	facts   map[*corev1.Pod]*podFacts
+	volumes *packer.VolumeConstraints
 	// podClass, classIndex and classes group pods by namespace and labels
 	// (relevance.go).
 	podClass   map[*corev1.Pod]int
@@ -54,7 +56,7 @@ type computation struct {
 func newComputation(in Input) *computation {
 	c := &computation{in: in, opts: in.Options.withDefaults(), pools: map[string]*poolInfo{},
 		byName: map[string]int{}, managed: map[string]*nodeInfo{}, facts: map[*corev1.Pod]*podFacts{},
-		podClass: map[*corev1.Pod]int{}, classIndex: map[string]int{}}
+		volumes: packer.NewVolumeConstraints(in.Storage), podClass: map[*corev1.Pod]int{}, classIndex: map[string]int{}}
 	for i := range in.NodePools {
 		np := &in.NodePools[i]
 		if np.Pool == nil {
@@ -198,7 +200,7 @@ func (c *computation) nominateFor(pods []*corev1.Pod, why string) {
 	}
 	var placed []packer.Placement
 	if cp.topology {
-		if r, err := packer.Pack(packer.Input{Pods: pods, Nodes: cp.nodes}); err == nil {
+		if r, err := packer.Pack(packer.Input{Pods: pods, Nodes: cp.nodes, Storage: c.in.Storage, Namespaces: c.in.Namespaces}); err == nil {
 			placed = r.Placements
 		}
 	} else {

@@ -14,6 +14,9 @@ type podFacts struct {
 	req  scheduling.Resources
 	alts []scheduling.Requirements
 	bad  bool // requests or requirements cannot be read: it fits nowhere
+	// why says what makes it bad, when its volumes do (a claim that does
+	// not exist).
+	why string
 }
 
 func (c *computation) factsOf(pod *corev1.Pod) *podFacts {
@@ -25,7 +28,12 @@ func (c *computation) factsOf(pod *corev1.Pod) *podFacts {
 	if f.req, err = scheduling.EffectiveRequests(pod); err != nil {
 		f.bad = true
 	}
-	if f.alts, err = scheduling.PodRequirements(pod); err != nil || len(f.alts) == 0 {
+	if f.alts, err = scheduling.PodRequirements(pod); err == nil {
+		if f.alts, err = c.volumes.Constrain(pod, f.alts); err != nil {
+			f.why = err.Error()
+		}
+	}
+	if err != nil || len(f.alts) == 0 {
 		f.bad = true
 	}
 	c.facts[pod] = f

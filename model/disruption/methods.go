@@ -333,6 +333,9 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 			mode, unpriced = launchNothing, fmt.Sprintf("Instance Type %q has no known price", ni.node.InstanceType)
 		}
 	}
+	if why := c.unplaceable(cands); why != "" {
+		return nil, why
+	}
 	sim := c.simulate(cands, mode, price)
 	if sim.failed == "" && len(sim.newNodes) == 0 {
 		if !c.poolsAllow(cands, removed) {
@@ -401,6 +404,19 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 		Replacements: []packer.NodePlan{plan}, SavingsPerHour: savings}
 	cmd.Message = fmt.Sprintf("Underutilized: %s → 1 %s saves $%.2f/h", nodesText(len(cands)), launchText(plan), savings)
 	return &consolidation{cmd: cmd, cands: cands, placements: sim.placements}, ""
+}
+
+// unplaceable says why a pod of cands can go nowhere at all (its volume
+// claim does not exist), "" when none is known to.
+func (c *computation) unplaceable(cands []*nodeInfo) string {
+	for _, ni := range cands {
+		for _, pod := range ni.moving {
+			if why := c.factsOf(pod).why; why != "" {
+				return fmt.Sprintf("pod %s cannot be rescheduled: %s", podKey(pod), why)
+			}
+		}
+	}
+	return ""
 }
 
 // poolsAllow checks minNodes for removing cands (net of one replacement

@@ -271,7 +271,7 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 			n.Pods = c.relevantPods(n.Pods, relevant)
 			topoNodes = append(topoNodes, n)
 		}
-		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes})
+		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes, Storage: c.in.Storage, Namespaces: c.in.Namespaces})
 		if err != nil {
 			return simulation{failed: err.Error()}
 		}
@@ -319,7 +319,8 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		}
 		c.place(after, byName, placed)
 	}
-	r2, err := packer.Pack(packer.Input{Pods: left, DaemonSetPods: c.in.DaemonSetPods, NodePools: pools, Nodes: after})
+	r2, err := packer.Pack(packer.Input{Pods: left, DaemonSetPods: c.in.DaemonSetPods, NodePools: pools, Nodes: after,
+		Storage: c.in.Storage, Namespaces: c.in.Namespaces})
 	if err != nil {
 		s.failed = err.Error()
 		return s
@@ -337,6 +338,9 @@ func (c *computation) unplacedText(pods []*corev1.Pod) string {
 	more := ""
 	if len(pods) > 1 {
 		more = fmt.Sprintf(" (and %d other pod(s))", len(pods)-1)
+	}
+	if why := c.factsOf(pods[0]).why; why != "" {
+		return fmt.Sprintf("pod %s cannot be rescheduled: %s%s", podKey(pods[0]), why, more)
 	}
 	return fmt.Sprintf("pod %s cannot be rescheduled: no remaining node has room for it and no NodePool can launch for it%s", podKey(pods[0]), more)
 }

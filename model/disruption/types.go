@@ -59,6 +59,13 @@ type Input struct {
 	// NodePools are the pools, usable or not (a deleted or invalid pool's
 	// nodes are still nodes; see NodePool.Launchable).
 	NodePools []NodePool
+	// Storage holds the pods' claims, volumes and classes: a pod moved off
+	// a candidate stays in its volume's zone (a zonal EBS volume), and a pod
+	// whose claim does not exist fits nowhere, as in provisioning.
+	Storage packer.Storage
+	// Namespaces are the namespaces' labels, which pod affinity's
+	// namespaceSelector reads.
+	Namespaces map[string]map[string]string
 	// Options tune the decision; the zero value means Karpenter's defaults.
 	Options Options
 	// Only, when not empty, names the node claims that may be candidates

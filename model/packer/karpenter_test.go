@@ -472,6 +472,41 @@ func TestKarpenterTopology(t *testing.T) {
 	})
 }
 
+// hostTerm is a volume node affinity term on a hostname (and a zone, when
+// given); zoneTerm one on a zone only.
+func hostTerm(host, zone string) corev1.NodeSelectorTerm {
+	term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{host}}}}
+	if zone != "" {
+		term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: scheduling.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}})
+	}
+	return term
+}
+
+func zoneTerm(zone string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: scheduling.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}}
+}
+
+func withLocal(pv *corev1.PersistentVolume) {
+	pv.Spec.Local = &corev1.LocalVolumeSource{Path: "/mnt/disks/ssd1"}
+}
+
+func withHostPath(pv *corev1.PersistentVolume) {
+	pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/data"}
+}
+
+// hostVolume is a volume name, bound to claim name-claim, whose node
+// affinity is terms (ORed); source, when not nil, sets its kind.
+func hostVolume(name string, source func(*corev1.PersistentVolume), terms ...corev1.NodeSelectorTerm) packer.Storage {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: terms}}}}
+	if source != nil {
+		source(pv)
+	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name + "-claim", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: name}}
+	return packer.Storage{PersistentVolumes: []*corev1.PersistentVolume{pv}, PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{claim}}
+}
+
 // Volume topology (Karpenter's volumetopology.go; suite_test "Volume Topology Requirements").
 func TestKarpenterVolumeTopology(t *testing.T) {
 	cat := smallCatalog()
@@ -585,6 +620,38 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 					t.Fatalf("zone %v, want zone-b", z)
 				}
 			},
+		},
+		{
+			// provisioning suite_test "should ignore hostname affinity scheduling when using local path volumes":
+			// the pod is placed anew, and no new node carries the old node's name.
+			name: "a local volume's hostname is ignored, its zone is not",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: hostVolume("local", withLocal, hostTerm("gone", "zone-b")),
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("local-claim"))}},
+			check: func(t *testing.T, v plan) {
+				if z := zonesOf(v, "p"); z[0] != "zone-b" {
+					t.Fatalf("zone %v, want zone-b: %+v", z, summary(v.r))
+				}
+			},
+		},
+		{
+			name: "a hostPath volume's hostname is ignored",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: hostVolume("hostpath", withHostPath, hostTerm("gone", "")),
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("hostpath-claim"))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "a.small") },
+		},
+		{
+			// scheduling suite_test "should preserve unconstrained PV alternatives after ignoring hostname affinity".
+			name: "a hostname-only term of a local volume leaves the pod unconstrained",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: hostVolume("either", withLocal, hostTerm("gone", ""), zoneTerm("invalid-zone")),
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("either-claim"))}},
+			check: func(t *testing.T, v plan) { wantType(t, v, "p", "a.small") },
+		},
+		{
+			// provisioning suite_test "should not ignore hostname affinity when using non-local path volumes".
+			name: "another volume's hostname still pins the pod",
+			in: packer.Input{NodePools: []packer.NodePool{def}, Storage: hostVolume("ebs", nil, hostTerm("gone", "")),
+				Pods: []*corev1.Pod{pod("p", "1", "1Gi", withClaim("ebs-claim"))}},
+			check: func(t *testing.T, v plan) { wantUnschedulable(t, v, "p", "") },
 		},
 		{
 			name: "pods of one spec with different volumes are planned apart",

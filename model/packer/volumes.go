@@ -95,7 +95,9 @@ func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) ([]volumeTopology, er
 			if pvc.Spec.VolumeName != "" {
 				pv := ix.pvs[pvc.Spec.VolumeName]
 				if pv != nil && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
-					out = append(out, volumeTopology{source: "persistentvolume " + pv.Name, terms: pv.Spec.NodeAffinity.Required.NodeSelectorTerms})
+					if terms, pinned := volumeTerms(pv); pinned {
+						out = append(out, volumeTopology{source: "persistentvolume " + pv.Name, terms: terms})
+					}
 				}
 				continue
 			}
@@ -130,6 +132,33 @@ func (ix *storageIndex) podVolumeTopology(pod *corev1.Pod) ([]volumeTopology, er
 	return out, nil
 }
 
+// volumeTerms are the node selector terms a bound volume pins its pods to
+// (ORed), and whether it pins them at all. A local or hostPath volume's
+// hostname is dropped, as Karpenter's volumetopology.go drops it: the pod
+// is being placed anew (its node is gone or being disrupted), and no new
+// node can carry the old node's name. A term left with nothing in it
+// admits every node, so the volume pins nothing.
+func volumeTerms(pv *corev1.PersistentVolume) ([]corev1.NodeSelectorTerm, bool) {
+	terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
+	if pv.Spec.Local == nil && pv.Spec.HostPath == nil {
+		return terms, true
+	}
+	out := make([]corev1.NodeSelectorTerm, 0, len(terms))
+	for _, term := range terms {
+		var kept corev1.NodeSelectorTerm
+		for _, e := range term.MatchExpressions {
+			if e.Key != corev1.LabelHostname {
+				kept.MatchExpressions = append(kept.MatchExpressions, e)
+			}
+		}
+		if len(kept.MatchExpressions) == 0 {
+			return nil, false
+		}
+		out = append(out, kept)
+	}
+	return out, true
+}
+
 // key identifies the topologies for class grouping.
 func volumeKey(vts []volumeTopology) string {
 	var sb strings.Builder
@@ -159,4 +188,28 @@ func withVolumeTopology(alts []scheduling.Requirements, vts []volumeTopology) ([
 		alts = next
 	}
 	return alts, nil
+}
+
+// VolumeConstraints applies the pods' volume topology where pods are placed
+// without Pack (disruption's quick fit), so both place a pod alike.
+type VolumeConstraints struct{ ix *storageIndex }
+
+// NewVolumeConstraints indexes s.
+func NewVolumeConstraints(s Storage) *VolumeConstraints {
+	return &VolumeConstraints{ix: newStorageIndex(s)}
+}
+
+// Constrain ANDs a pod's requirement alternatives with its volumes'
+// topology (no alternative left: no node suits it). An error says why the
+// pod cannot be placed at all: a claim or an unbound claim's storage class
+// that does not exist.
+func (v *VolumeConstraints) Constrain(pod *corev1.Pod, alts []scheduling.Requirements) ([]scheduling.Requirements, error) {
+	if len(pod.Spec.Volumes) == 0 {
+		return alts, nil
+	}
+	vts, err := v.ix.podVolumeTopology(pod)
+	if err != nil || len(vts) == 0 {
+		return alts, err
+	}
+	return withVolumeTopology(alts, vts)
 }
