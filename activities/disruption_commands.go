@@ -77,6 +77,9 @@ type AdmitCommandResponse struct {
 	Admitted bool   `json:"admitted,omitempty"`
 	Busy     bool   `json:"busy,omitempty"`
 	Why      string `json:"why,omitempty"`
+	// Replacements, when set on an admission, replace the command's: the
+	// same nodes with only the offerings that still fit their pods.
+	Replacements []NodeLaunchSpec `json:"replacements,omitempty"`
 }
 
 // ReserveNodesRequest asks node workflows to hold their nodes for a command.

@@ -63,13 +63,24 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 	if changed(ctx, changeAdmitBeforeLater) {
 		d.markDecidedLater(&ledger, request.CommandID)
 	}
+	narrows := changed(ctx, changeReplacementsStillFit)
 	var answer activities.ComputeCommandsResponse
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, computeCommandsOptions()),
 		activities.ComputeCommandsActivity, ledger).Get(ctx, &answer)
 	if err != nil {
 		return activities.AdmitCommandResponse{Busy: true, Why: "validation failed: " + errorDetail(err)}, nil
 	}
-	if why := stillHolds(request.Command, answer.Commands); why != "" {
+	var narrowed []activities.NodeLaunchSpec
+	var why string
+	if narrows {
+		narrowed, why = freshHolds(request.Command, answer.Commands)
+		if why != "" || narrowedText(request.Command.Replacements, narrowed) == "" {
+			narrowed = nil
+		}
+	} else {
+		why = stillHolds(request.Command, answer.Commands)
+	}
+	if why != "" {
 		if short := budgetShort(request.Command, answer.Budgets); short != "" {
 			if !slices.Contains(d.busy, request.CommandID) {
 				d.busy = append(d.busy, request.CommandID)
@@ -86,7 +97,7 @@ func (d *disruption) handleAdmit(ctx workflow.Context, request activities.AdmitC
 	d.logger.Info("Disruption command admitted", "command", request.CommandID)
 	d.passNow = true
 	d.wake.SendAsync(true)
-	return activities.AdmitCommandResponse{Admitted: true}, nil
+	return activities.AdmitCommandResponse{Admitted: true, Replacements: narrowed}, nil
 }
 
 // markDecidedLater marks, in an admission's ledger, the candidates of the

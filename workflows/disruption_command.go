@@ -282,11 +282,30 @@ func (c *command) validate() string {
 	if err != nil {
 		return "validation failed: " + errorDetail(err)
 	}
-	if why := stillHolds(c.input.Command, answer.Commands); why != "" {
+	if changed(c.ctx, changeReplacementsStillFit) {
+		narrowed, why := freshHolds(c.input.Command, answer.Commands)
+		if why != "" {
+			return why
+		}
+		c.useReplacements(narrowed)
+	} else if why := stillHolds(c.input.Command, answer.Commands); why != "" {
 		return why
 	}
 	c.decide("Validated after %s", formatDuration(c.input.ValidationDelay))
 	return ""
+}
+
+// useReplacements launches narrowed (the command's replacements with only
+// the offerings that still fit, see freshHolds) instead of the decision's.
+func (c *command) useReplacements(narrowed []activities.NodeLaunchSpec) {
+	if len(narrowed) != len(c.input.Command.Replacements) {
+		return
+	}
+	if text := narrowedText(c.input.Command.Replacements, narrowed); text != "" {
+		c.input.Command.Replacements = narrowed
+		c.view.Command.Replacements = narrowed
+		c.decide("Replacement options narrowed to those that still fit the pods: %s", text)
+	}
 }
 
 // admittedAtStart: the pass that decided the command admitted it with the
@@ -318,6 +337,7 @@ func (c *command) admit() string {
 		switch {
 		case answer.Admitted:
 			c.decide("Validated after %s and admitted (attempt %d)", formatDuration(c.input.ValidationDelay), attempt)
+			c.useReplacements(answer.Replacements)
 			return ""
 		case !answer.Busy:
 			return answer.Why
@@ -352,32 +372,6 @@ func (c *command) awaitAdmissionRetry() {
 	var more AdmissionRetry
 	for retry.ReceiveAsync(&more) {
 	}
-}
-
-// stillHolds compares a command with a fresh decision.
-func stillHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionCommand) string {
-	taken := map[string]bool{}
-	replacements := 0
-	for _, other := range fresh {
-		if other.Reason != cmd.Reason {
-			continue
-		}
-		for _, candidate := range other.Candidates {
-			taken[candidate.NodeClaimName] = true
-		}
-		if other.Kind == cmd.Kind {
-			replacements += len(other.Replacements)
-		}
-	}
-	for _, candidate := range cmd.Candidates {
-		if !taken[candidate.NodeClaimName] {
-			return fmt.Sprintf("no longer valid: %s is not %s any more", candidate.NodeClaimName, cmd.Reason)
-		}
-	}
-	if cmd.Kind == modeldisruption.KindDelete && replacements > 0 {
-		return "no longer valid: the candidates' pods now need a replacement"
-	}
-	return ""
 }
 
 // candidateNodeNames are the candidates' Nodes (those registered).

@@ -632,7 +632,7 @@ func TestContinueAsNewKeepsACommandEndDeliveredDuringAnAdmission(t *testing.T) {
 	select {
 	case <-admitted:
 	default:
-		t.Fatal("the admission did not finish before continue-as-new")
+		t.Fatalf("the admission did not finish before continue-as-new (run ended: %v)", h.env.GetWorkflowError())
 	}
 	var next DisruptionInput
 	continueAsNewInput(t, h.env.GetWorkflowError(), &next)

@@ -285,6 +285,16 @@ const (
 	// was decided. Before, two commands validating at once each counted
 	// the other's pods first, and both could be refused.
 	changeAdmitBeforeLater changeID = "admit-before-later"
+	// changeReplacementsStillFit (disruption_validation.go freshHolds;
+	// disruption_admission.go handleAdmit, disruption_command.go
+	// validate): a validated command must still need the same number of
+	// new nodes (a delete none), and launches each replacement with only
+	// the offerings the fresh decision still offers for it. Before, a
+	// delete whose pods now needed a new node was valid (the rule counted
+	// only fresh deletes' replacements), its pods went Pending after the
+	// drain and the provisioner launched for them; and a replacement could
+	// launch a type its pods had outgrown.
+	changeReplacementsStillFit changeID = "replacements-still-fit"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/millwright/millwright/model/disruption"
+	"github.com/millwright/millwright/model/packer"
 )
 
 // checkAdmissions re-decides each of r's commands as an admission does (Only its
@@ -43,23 +44,7 @@ func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 			}
 		}
 		fresh := disruption.Compute(again)
-		held := false
-		for _, f := range fresh.Commands {
-			if f.Reason != cmd.Reason {
-				continue
-			}
-			taken := map[string]bool{}
-			for _, c := range f.Candidates {
-				taken[c.ClaimName] = true
-			}
-			all := true
-			for _, c := range only {
-				all = all && taken[c]
-			}
-			if all && len(f.Replacements) <= len(cmd.Replacements) {
-				held = true
-			}
-		}
+		held := freshHolds(cmd, fresh.Commands)
 		// Every decision must survive its admission on the same cluster.
 		if !held {
 			var why []string
@@ -75,4 +60,68 @@ func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 			t.Errorf("%q is not held by its admission, which decides %q; its candidates: %s", cmd.Message, freshMessages, strings.Join(why, "; "))
 		}
 	}
+}
+
+// freshHolds is the rule workflows.freshHolds applies to an admission's
+// fresh decision, on the model's types: every candidate taken for the same
+// reason, no more new nodes (none for a delete), and when as many, each
+// sharing an offering with the one it stands for.
+func freshHolds(cmd disruption.Command, fresh []disruption.Command) bool {
+	mine := map[string]bool{}
+	for _, c := range cmd.Candidates {
+		mine[c.ClaimName] = true
+	}
+	taken := map[string]bool{}
+	var now []packer.NodePlan
+	for _, f := range fresh {
+		if f.Reason != cmd.Reason {
+			continue
+		}
+		overlaps := false
+		for _, c := range f.Candidates {
+			taken[c.ClaimName] = true
+			overlaps = overlaps || mine[c.ClaimName]
+		}
+		if overlaps {
+			now = append(now, f.Replacements...)
+		}
+	}
+	for claim := range mine {
+		if !taken[claim] {
+			return false
+		}
+	}
+	switch {
+	case len(now) > len(cmd.Replacements):
+		return false
+	case len(now) < len(cmd.Replacements):
+		return true
+	}
+	used := make([]bool, len(now))
+	for _, plan := range cmd.Replacements {
+		offered := map[string]bool{}
+		for _, o := range plan.Options {
+			offered[o.InstanceType+"/"+plan.ZoneOf(o)+"/"+o.CapacityType] = true
+		}
+		found := false
+		for j := range now {
+			if used[j] || now[j].NodePool != plan.NodePool {
+				continue
+			}
+			for _, o := range now[j].Options {
+				if offered[o.InstanceType+"/"+now[j].ZoneOf(o)+"/"+o.CapacityType] {
+					found = true
+					break
+				}
+			}
+			if found {
+				used[j] = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
