@@ -41,8 +41,8 @@ func stillHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 // freshHolds compares a command with a fresh decision, as Karpenter's
 // validation re-simulates a command before it acts: every candidate is
 // still taken for the same reason; a delete still needs no new node; a
-// replace needs no more new nodes than it launches, and when it needs as
-// many, each can still be one of the instance types it would launch. It returns the
+// replace by one node needs at most one, which can still be one of the
+// instance types it would launch. It returns the
 // replacements to launch: the command's, each narrowed to the offerings
 // the fresh decision still offers for it (those fit the pods as they are
 // now, and save what is asked now); and why the command no longer holds
@@ -81,15 +81,23 @@ func freshHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 	switch want := len(cmd.Replacements); {
 	case want == 0 && len(now) > 0:
 		return nil, fmt.Sprintf("no longer valid: the candidates' pods now need %d new node(s)", len(now))
-	case len(now) > want:
-		return nil, fmt.Sprintf("no longer valid: the candidates' pods now need %d new node(s), not %d", len(now), want)
-	case len(now) < want:
+	case want == 0:
+		return nil, ""
+	case want > 1:
+		// A split (Millwright's own move): a fresh decision partitions
+		// the pods anew, into other types and often another count, while
+		// the command's nodes still hold them, so its replacements are
+		// not compared one by one.
+		return slices.Clone(cmd.Replacements), ""
+	case len(now) > 1:
+		return nil, fmt.Sprintf("no longer valid: the candidates' pods now need %d new nodes, not one", len(now))
+	case len(now) == 0:
 		// The pods need less than the command launches: it still holds
 		// them all. Karpenter refuses (a cheaper decision is likely), but
 		// it decides one command a pass; here an admission places the
 		// pods of the commands admitted before it together with the
 		// command's own, largest first, while the pass placed theirs
-		// first, so "fewer" is most often that difference, and refusing
+		// first, so "none" is most often that difference, and refusing
 		// it only sent the same decision round again.
 		return slices.Clone(cmd.Replacements), ""
 	}

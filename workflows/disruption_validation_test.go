@@ -97,7 +97,15 @@ func TestFreshHolds(t *testing.T) {
 		},
 		{
 			name: "a replace whose pods now need two new nodes does not hold", cmd: consolidation(),
-			fresh: []activities.DisruptionCommand{split}, why: "need 2 new node(s), not 1",
+			fresh: []activities.DisruptionCommand{split}, why: "now need 2 new nodes, not one",
+		},
+		{
+			// A fresh split partitions the pods anew (other types, other
+			// counts): the command's nodes are not matched one by one.
+			name: "a split holds whatever the fresh split launches", cmd: split,
+			fresh: []activities.DisruptionCommand{withOptions(consolidation(), xlarge)},
+			want: []string{"m5.large/us-east-1a/spot m5.large/us-east-1b/spot m5.xlarge/us-east-1a/on-demand",
+				"m5.large/us-east-1a/spot m5.large/us-east-1b/spot m5.xlarge/us-east-1a/on-demand"},
 		},
 		{
 			// The pods grew: the small type no longer fits, the larger does.

@@ -287,9 +287,9 @@ const (
 	changeAdmitBeforeLater changeID = "admit-before-later"
 	// changeReplacementsStillFit (disruption_validation.go freshHolds;
 	// disruption_admission.go handleAdmit, disruption_command.go
-	// validate): a validated command must still need the same number of
-	// new nodes (a delete none), and launches each replacement with only
-	// the offerings the fresh decision still offers for it. Before, a
+	// validate): a validated delete must still need no new node, and a
+	// replace by one node at most one, which it launches with only the
+	// offerings the fresh decision still offers for it. Before, a
 	// delete whose pods now needed a new node was valid (the rule counted
 	// only fresh deletes' replacements), its pods went Pending after the
 	// drain and the provisioner launched for them; and a replacement could

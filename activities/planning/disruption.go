@@ -412,6 +412,10 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		name     string
 		selector labels.Selector
 		allowed  int32
+		// alwaysAllowUnhealthy: unhealthyPodEvictionPolicy AlwaysAllow,
+		// under which a pod that is not Ready is evicted whatever the
+		// budget allows.
+		alwaysAllowUnhealthy bool
 	}
 	byNamespace := map[string][]entry{}
 	for _, pdb := range pdbs {
@@ -422,10 +426,17 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		if err != nil {
 			continue
 		}
+		always := pdb.Spec.UnhealthyPodEvictionPolicy != nil && *pdb.Spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 		byNamespace[pdb.Namespace] = append(byNamespace[pdb.Namespace],
-			entry{name: pdb.Namespace + "/" + pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed})
+			entry{name: pdb.Namespace + "/" + pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed, alwaysAllowUnhealthy: always})
 	}
 	return func(pod *corev1.Pod) []string {
+		if !evictedByDrain(pod) {
+			// The drain never evicts it, so no budget stands in its way
+			// (Karpenter's isEvictable: a static pod's budget does not
+			// block its node).
+			return nil
+		}
 		var matched []entry
 		for _, e := range byNamespace[pod.Namespace] {
 			if e.selector.Matches(labels.Set(pod.Labels)) {
@@ -433,6 +444,8 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 			}
 		}
 		switch {
+		case len(matched) == 1 && matched[0].alwaysAllowUnhealthy && podNotReady(pod):
+			return nil
 		case len(matched) == 1 && matched[0].allowed <= 0:
 			return []string{matched[0].name}
 		case len(matched) > 1:
@@ -445,4 +458,33 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		}
 		return nil
 	}
+}
+
+// disruptedTaint is the taint a drain puts on its Node.
+var disruptedTaint = []corev1.Taint{{Key: activities.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+
+// evictedByDrain: the drain calls the Eviction API for pod (see
+// activities/kube drain.go): not a static (mirror) pod, and not one that
+// tolerates the disrupted taint (it would be scheduled straight back).
+func evictedByDrain(pod *corev1.Pod) bool {
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "Node" {
+			return false
+		}
+	}
+	_, untolerated := scheduling.UntoleratedTaint(pod.Spec.Tolerations, disruptedTaint)
+	return untolerated
+}
+
+// podNotReady: the pod's Ready condition is False.
+func podNotReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionFalse
+		}
+	}
+	return false
 }

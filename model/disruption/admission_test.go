@@ -64,8 +64,8 @@ func checkAdmissions(t *testing.T, in disruption.Input, r disruption.Result) {
 
 // freshHolds is the rule workflows.freshHolds applies to an admission's
 // fresh decision, on the model's types: every candidate taken for the same
-// reason, no more new nodes (none for a delete), and when as many, each
-// sharing an offering with the one it stands for.
+// reason; a delete needs no new node; a replace by one node needs at most
+// one, sharing an offering with it (a split is not compared).
 func freshHolds(cmd disruption.Command, fresh []disruption.Command) bool {
 	mine := map[string]bool{}
 	for _, c := range cmd.Candidates {
@@ -91,11 +91,13 @@ func freshHolds(cmd disruption.Command, fresh []disruption.Command) bool {
 			return false
 		}
 	}
-	switch {
-	case len(now) > len(cmd.Replacements):
-		return false
-	case len(now) < len(cmd.Replacements):
+	switch want := len(cmd.Replacements); {
+	case want == 0:
+		return len(now) == 0
+	case want > 1 || len(now) == 0:
 		return true
+	case len(now) > 1:
+		return false
 	}
 	used := make([]bool, len(now))
 	for _, plan := range cmd.Replacements {

@@ -11,6 +11,8 @@ import (
 // poolInfo is a NodePool with its budget ledger for this Compute call.
 type poolInfo struct {
 	spec *NodePool
+	// typeLabels caches the labels of the types it launches (minvalues.go).
+	typeLabels map[string]map[string]string
 	// nodes counts the pool's initialized nodes (the budgets' base);
 	// disrupting those deleting, disrupting or not Ready.
 	nodes, disrupting int

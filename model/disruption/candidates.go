@@ -201,9 +201,12 @@ func active(pod *corev1.Pod) bool {
 }
 
 // reschedulable: a pod a disruption must find room for elsewhere (active,
-// not a DaemonSet's, not a static pod).
+// or a StatefulSet's terminating pod; not a DaemonSet's, not a static pod),
+// as Karpenter's IsReschedulable. A StatefulSet recreates a pod only once
+// the old one is gone, under the same name, so the terminating one stands
+// for the pod that still needs its room.
 func reschedulable(pod *corev1.Pod) bool {
-	if !active(pod) {
+	if !active(pod) && !terminatingStatefulSetPod(pod) {
 		return false
 	}
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
@@ -215,6 +218,18 @@ func reschedulable(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+func terminatingStatefulSetPod(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "StatefulSet" {
+			return true
+		}
+	}
+	return false
 }
 
 // evictionCost is Karpenter's cost of evicting one pod: 1, plus its

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	intstr "k8s.io/apimachinery/pkg/util/intstr"
@@ -357,6 +358,10 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	switch {
 	case unpriced != "":
 		return nil, unpriced
+	case sim.failed != "" && strings.Contains(sim.failed, "minValues"):
+		// The types cheaper than the candidates cannot span the pool's
+		// minValues (the packer plans launches that do).
+		return nil, "Filtering by price: minValues requirement is not met: " + sim.failed
 	case sim.failed != "":
 		return nil, "Can't replace with a cheaper node"
 	case len(sim.newNodes) != 1:
@@ -368,6 +373,9 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 		limit = min(limit, sameTypeLimit(cands, plan.Options))
 	}
 	opts := cheaperOptions(plan.Options, limit)
+	if why := c.minValuesUnmet(plan.NodePool, opts); why != "" && len(opts) > 0 {
+		return nil, "Filtering by price: " + why
+	}
 	if len(opts) > 0 && opts[0].CapacityType == apisv1.CapacityTypeSpot {
 		opts = spotOnly(opts)
 		if allSpot(cands) {
@@ -378,10 +386,13 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d", MinSpotToSpotOptions, types)
 			}
 		}
-		opts = cheapestSpot(opts)
+		opts = c.cheapestSpot(plan.NodePool, opts)
 	}
 	if len(opts) == 0 {
 		return nil, "Can't replace with a cheaper node"
+	}
+	if why := c.minValuesUnmet(plan.NodePool, opts); why != "" {
+		return nil, "Filtering by price: " + why
 	}
 	plan = withOptions(plan, opts)
 	savings := price - plan.Price
@@ -390,6 +401,9 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	// whether the move is taken at all).
 	if worst := price - c.requiredSavings(cands, c.opts.ReplaceSavingsFraction); worst >= plan.Price {
 		plan = withOptions(plan, cheaperOptions(plan.Options, worst+1e-9))
+		if why := c.minValuesUnmet(plan.NodePool, plan.Options); why != "" {
+			return nil, fmt.Sprintf("Replacing saves too little with options that meet minValues: the options saving what is asked miss it (%s)", why)
+		}
 	}
 	if savings < c.opts.MinSavingsPerHour {
 		return nil, fmt.Sprintf("Replacing saves $%.2f/h, below the $%.2f/h threshold", savings, c.opts.MinSavingsPerHour)
@@ -562,27 +576,6 @@ func cheaperOptions(opts []packer.InstanceTypeOption, limit float64) []packer.In
 		if o.Price < limit {
 			out = append(out, o)
 		}
-	}
-	return out
-}
-
-// cheapestSpot keeps the offerings of the cheapest MinSpotToSpotOptions
-// instance types of spot opts (cheapest first; a type may be offered in
-// several zones). A spot launch may land on any option: keeping these
-// means the node it becomes never has that many cheaper types, so it
-// cannot be replaced again at once (Karpenter truncates spot→spot to 15
-// types; we also truncate on-demand→spot and splits).
-func cheapestSpot(opts []packer.InstanceTypeOption) []packer.InstanceTypeOption {
-	kept := map[string]bool{}
-	var out []packer.InstanceTypeOption
-	for _, o := range opts {
-		if !kept[o.InstanceType] {
-			if len(kept) == MinSpotToSpotOptions {
-				continue
-			}
-			kept[o.InstanceType] = true
-		}
-		out = append(out, o)
 	}
 	return out
 }

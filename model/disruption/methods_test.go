@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/disruption"
@@ -27,7 +28,28 @@ func TestEmptinessAndBudgets(t *testing.T) {
 	window := func(nodes, schedule string) apisv1.Budget {
 		return apisv1.Budget{Nodes: nodes, Schedule: &schedule, Duration: &hour}
 	}
+	terminating := func(kind string) podOpt {
+		return func(p *corev1.Pod) {
+			p.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, Name: "db", APIVersion: "apps/v1"}}
+		}
+	}
 	runCases(t, []computeCase{
+		{
+			name:   "a node whose only pod is a terminating Deployment's is empty",
+			source: "emptiness_test.go: will consider a node with terminating Deployment pods as empty",
+			in:     in(pool("default"), node("n1", "default", "c.large", running(pod("web", "1", "1Gi", terminating("ReplicaSet"))))),
+			want:   []string{"Empty/delete [n1]"},
+		},
+		{
+			// A StatefulSet's pod is recreated only once the old one is
+			// gone, with the same name: it still needs its room.
+			name:   "a node with a terminating StatefulSet pod is not empty",
+			source: "emptiness_test.go: will not consider a node with a terminating StatefulSet pod as empty",
+			in: input(pools(pool("default", policy(apisv1.ConsolidationPolicyWhenEmpty))),
+				node("n1", "default", "c.large", running(pod("db-0", "1", "1Gi", terminating("StatefulSet"))))),
+			verdicts: map[string]string{"n1": "but node is not empty"},
+		},
 		{
 			name:   "all empty nodes of a pool go in one command",
 			source: "emptiness_test.go: can delete multiple empty nodes",

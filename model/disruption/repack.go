@@ -115,7 +115,7 @@ func (c *computation) alonePrice(ni *nodeInfo) float64 {
 	for _, plan := range sim.newNodes {
 		opts := plan.Options
 		if len(opts) > 0 && opts[0].CapacityType == apisv1.CapacityTypeSpot {
-			opts = cheapestSpot(spotOnly(opts))
+			opts = c.cheapestSpot(plan.NodePool, spotOnly(opts))
 		}
 		if len(opts) == 0 {
 			return ni.node.Price

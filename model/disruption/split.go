@@ -68,7 +68,10 @@ func (c *computation) repackInto(what string, cands []*nodeInfo, least int, frac
 			if spot && c.opts.DisableSpotToSpot {
 				return nil, "splitting: SpotToSpotConsolidation is disabled, can't replace spot nodes with spot nodes"
 			}
-			opts = cheapestSpot(spotOnly(opts))
+			opts = c.cheapestSpot(plan.NodePool, spotOnly(opts))
+		}
+		if why := c.minValuesUnmet(plan.NodePool, opts); why != "" {
+			return nil, "splitting: " + why
 		}
 		plans[i] = withOptions(plan, opts)
 		expected += plans[i].Price
@@ -91,6 +94,9 @@ func (c *computation) repackInto(what string, cands []*nodeInfo, least int, frac
 			}
 		}
 		plans[i].Options = keep
+		if why := c.minValuesUnmet(plans[i].NodePool, keep); why != "" {
+			return nil, "splitting saves too little with options that meet minValues: " + why
+		}
 	}
 	savings := price - expected
 	if savings < c.opts.MinSavingsPerHour {
