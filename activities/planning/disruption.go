@@ -311,6 +311,7 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 			n.Ready, n.ReadySince = c.Status, c.LastTransitionTime.Time
 		}
 	}
+	n.Conditions = node.Status.Conditions
 	last := n.CreatedAt
 	for _, pod := range pods {
 		n.Pods = append(n.Pods, disruption.Pod{Pod: pod, PDBBlocked: blocking(pod)})

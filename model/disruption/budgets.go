@@ -63,7 +63,7 @@ func (c *computation) countBudgets() {
 		if !n.Deleting && !n.Disrupting {
 			pl.live++
 		}
-		if n.Initialized && n.Ready != corev1.ConditionTrue {
+		if n.Initialized && unhealthyNow(n) {
 			pl.unhealthy++
 		}
 		if !n.Initialized {

@@ -18,7 +18,9 @@ import (
 // commands (commit) and spends the pools' budgets.
 
 // repair replaces initialized nodes whose Ready condition has been False or
-// Unknown past the toleration (Karpenter's node health controller). Pod
+// Unknown past the toleration, or that the node monitoring agent has called
+// faulty past its policy's (MonitoringRepairPolicies), as Karpenter's node
+// health controller does with the AWS provider's repair policies. Pod
 // protections do not hold a broken node; a pool with more than
 // RepairMaxFraction of its nodes unhealthy is left alone (the fault is
 // likely not the nodes').

@@ -342,34 +342,72 @@ func TestRepair(t *testing.T) {
 	healthy := func(name string) disruption.Node {
 		return node(name, "default", "c.large", running(pods(6, name, "1", "1Gi")...), consolidationOff)
 	}
+	// faulty is a Ready node whose monitoring agent has reported
+	// condition with status since.
+	faulty := func(name string, condition corev1.NodeConditionType, status corev1.ConditionStatus, since time.Duration) disruption.Node {
+		return node(name, "default", "c.large", running(pod(name+"-a", "1", "1Gi")), consolidationOff, func(n *disruption.Node) {
+			n.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+				{Type: condition, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
+		})
+	}
+	fleet := func(nodes ...disruption.Node) disruption.Input {
+		return input(pools(pool("default")), append(nodes, healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5"))...)
+	}
 	runCases(t, []computeCase{
 		{
+			name:   "a monitoring agent's condition past its toleration is repaired",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy by the cloud provider (KernelReady=False, 30m)",
+			in:     fleet(faulty("n1", "KernelReady", corev1.ConditionFalse, 31*time.Minute)),
+			want:   []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:   "accelerated hardware is tolerated 10 minutes",
+			source: "karpenter-provider-aws RepairPolicies: AcceleratedHardwareReady=False, 10m",
+			in:     fleet(faulty("n1", "AcceleratedHardwareReady", corev1.ConditionFalse, 11*time.Minute)),
+			want:   []string{"Unhealthy/delete [n1]"},
+		},
+		{
+			name:   "within its toleration it is left",
+			source: "node/health/suite_test.go: should not delete node when health duration is not reached",
+			in:     fleet(faulty("n1", "StorageReady", corev1.ConditionFalse, 20*time.Minute)),
+		},
+		{
+			name:   "a status the policy does not name is left",
+			source: "node/health/suite_test.go: should not delete node when health status does not match cloud provider passed in value",
+			in:     fleet(faulty("n1", "NetworkingReady", corev1.ConditionUnknown, time.Hour)),
+		},
+		{
+			name:   "a condition no policy names is left",
+			source: "node/health/suite_test.go: should not delete node when unhealthy type does not match cloud provider passed in value",
+			in:     fleet(faulty("n1", "DiskPressure", corev1.ConditionTrue, time.Hour)),
+		},
+		{
 			name:   "NotReady past the toleration is replaced",
-			source: "node/health/suite_test.go: should delete nodes that are unhealthy past the toleration",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy by the cloud provider",
 			in:     input(pools(pool("default")), sick("n1", 31*time.Minute), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),
 			want:   []string{"Unhealthy/delete [n1]"},
 		},
 		{
 			name:     "NotReady within the toleration is left",
-			source:   "node/health/suite_test.go: should not delete nodes within the toleration",
+			source:   "node/health/suite_test.go: should not delete node when health duration is not reached",
 			in:       input(pools(pool("default")), sick("n1", 29*time.Minute), healthy("n2")),
 			verdicts: map[string]string{"n1": ""},
 		},
 		{
 			name:   "a node with nowhere for its pods is replaced",
-			source: "node/health/suite_test.go: should replace an unhealthy node",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy by the cloud provider (Ready=Unknown)",
 			in:     input(pools(pool("default")), sick("n1", time.Hour), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5"), healthy("n6"), healthy("n7")),
 			want:   []string{"Unhealthy/delete [n1]"},
 		},
 		{
 			name:     "more than 20% of the pool unhealthy: nothing is repaired",
-			source:   "node/health/suite_test.go: should not delete nodes when more than 20% of the nodepool is unhealthy",
+			source:   "node/health/suite_test.go: should ignore unhealthy nodes if more then 20% of the nodes are unhealthy in a nodepool",
 			in:       input(pools(pool("default")), sick("n1", time.Hour), sick("n2", time.Hour), healthy("n3"), healthy("n4"), healthy("n5")),
 			verdicts: map[string]string{"n1": "more than 20% nodes are unhealthy in the nodepool"},
 		},
 		{
 			name:   "a shorter configured toleration repairs sooner",
-			source: "node/health/suite_test.go: should delete nodes that are unhealthy past the toleration (cloud provider's policy)",
+			source: "node/health/suite_test.go: should not delete node when health duration is not reached (a configured toleration)",
 			in: func() disruption.Input {
 				in := input(pools(pool("default")), sick("n1", 6*time.Minute), healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5"))
 				in.Options.RepairToleration = 5 * time.Minute
@@ -379,7 +417,7 @@ func TestRepair(t *testing.T) {
 		},
 		{
 			name:   "Ready=False counts like Unknown",
-			source: "node/health/suite_test.go: should delete nodes whose Ready condition is False",
+			source: "node/health/suite_test.go: should delete nodes that are unhealthy by the cloud provider (Ready=False)",
 			in: input(pools(pool("default")),
 				node("n1", "default", "c.large", running(pod("n1-a", "1", "1Gi")), notReady(corev1.ConditionFalse, now.Add(-31*time.Minute)), consolidationOff),
 				healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),
@@ -387,13 +425,13 @@ func TestRepair(t *testing.T) {
 		},
 		{
 			name:     "a node never initialized is not repaired",
-			source:   "node/health/suite_test.go: should not delete nodes that were never Ready (liveness handles them)",
+			source:   "Millwright: a node never initialized is the launch's (registration timeout), not repair's",
 			in:       input(pools(pool("default")), node("n1", "default", "c.large", notReady(corev1.ConditionUnknown, now.Add(-time.Hour)), func(n *disruption.Node) { n.Initialized = false }), healthy("n2")),
 			verdicts: map[string]string{"n1": "node isn't initialized"},
 		},
 		{
 			name:   "do-not-disrupt does not hold a broken node",
-			source: "node/health/suite_test.go: should delete unhealthy nodes with do-not-disrupt",
+			source: "node/health/suite_test.go: should ignore do-not-disrupt on a node",
 			in: input(pools(pool("default")),
 				node("n1", "default", "c.large", annotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"), notReady(corev1.ConditionFalse, now.Add(-time.Hour))),
 				healthy("n2"), healthy("n3"), healthy("n4"), healthy("n5")),

@@ -124,6 +124,9 @@ type Node struct {
 	// and ReadySince its lastTransitionTime.
 	Ready      corev1.ConditionStatus
 	ReadySince time.Time
+	// Conditions are the Node's conditions; repair reads those of
+	// MonitoringRepairPolicies (the node monitoring agent's).
+	Conditions []corev1.NodeCondition
 	// Deleting: the Node has a deletion timestamp or its node workflow is
 	// terminating it. Disrupting: a command or a drain holds it (reserved,
 	// tainted millwright.dev/disrupted). Both count against budgets and
