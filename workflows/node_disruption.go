@@ -72,14 +72,21 @@ func (w *nodeLifecycle) applyDisruptionCommit(request CommandSignal) {
 		after, _ := w.spec.ConsolidateAfter.Get()
 		w.logger.Info(fmt.Sprintf("Triggering termination after %s for empty node", formatDuration(after)))
 	}
-	w.requestTermination(Termination{
+	t := Termination{
 		Reason:    TerminationReason(r.Reason),
 		Detail:    r.Message,
 		Requester: r.CommandID,
 		// Repair replaces a broken node: its pods are not served anyway.
 		Voluntary:          r.Reason != string(ReasonUnhealthy),
 		UnschedulableSince: request.DisruptedAt,
-	})
+	}
+	if r.Reason == string(ReasonUnhealthy) && changed(w.ctx, changeRepairForced) {
+		// Past its pods' budgets at once, as Karpenter's node health
+		// controller forces the termination: a budget counts the broken
+		// node's pods unhealthy and would hold the drain for ever.
+		t.Deadline = workflow.Now(w.ctx)
+	}
+	w.requestTermination(t)
 }
 
 func (w *nodeLifecycle) applyDisruptionRelease(request CommandSignal) {

@@ -56,6 +56,31 @@ func TestReservedNodeTerminatesForItsCommand(t *testing.T) {
 	}
 }
 
+// TestRepairedNodeDrainsPastItsBudgets: a node committed to an Unhealthy
+// command terminates involuntarily with its drain deadline at the commit
+// (changeRepairForced), as Karpenter's health controller forces it.
+func TestRepairedNodeDrainsPastItsBudgets(t *testing.T) {
+	h := newNodeHarness(t)
+	captureSignals(h)
+	h.at(time.Hour, func() {
+		h.env.UpdateWorkflow(UpdateReserve, testCommandID+"/reserve", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("reservation rejected: %v", err) },
+			OnComplete: func(_ any, err error) {},
+		}, ReserveRequest{CommandID: testCommandID, Reason: string(ReasonUnhealthy), Message: "Unhealthy: Ready=Unknown for 31m0s"})
+	})
+	h.signal(time.Hour+time.Minute, SignalDisruptionCommit, CommandSignal{CommandID: testCommandID, DisruptedAt: markedAt})
+
+	result := h.runNode(nodeSpec(), nil)
+	committed := t0.Add(time.Hour + time.Minute)
+	if result.Termination.Reason != ReasonUnhealthy || result.Termination.Voluntary || !result.Termination.Deadline.Equal(committed) {
+		t.Fatalf("termination %+v, want an involuntary Unhealthy due at the commit (t0+1h1m)", result.Termination)
+	}
+	drains := h.rec.calls(activities.DrainActivity)
+	if len(drains) != 1 || !drains[0].(*activities.DrainRequest).Deadline.Equal(committed) {
+		t.Errorf("drain requests %+v, want one due at the commit", drains)
+	}
+}
+
 func TestReservedNodeTakenOverTellsTheCommand(t *testing.T) {
 	h := newNodeHarness(t)
 	sent := captureSignals(h)

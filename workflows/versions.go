@@ -295,6 +295,13 @@ const (
 	// drain and the provisioner launched for them; and a replacement could
 	// launch a type its pods had outgrown.
 	changeReplacementsStillFit changeID = "replacements-still-fit"
+	// changeRepairForced (node_disruption.go applyDisruptionCommit): a
+	// node committed to an Unhealthy (repair) command drains with its
+	// deadline at the commit, past its pods' PodDisruptionBudgets, as
+	// Karpenter's health controller forces the termination. Before, the
+	// drain waited on budgets until the pool's terminationGracePeriod, or
+	// for ever without one.
+	changeRepairForced changeID = "repair-forced"
 )
 
 // changed reports whether this run takes id's new path. It is true when the
