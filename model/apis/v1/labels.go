@@ -75,8 +75,10 @@ var DoNotDisruptAnnotations = []string{AnnotationKarpenterDoNotDisrupt, Annotati
 
 // DoNotDisrupt reads the do-not-disrupt annotations of a pod or node,
 // relative to start (the pod's start, the node's creation): "true" protects
-// for ever, a duration until start + duration, "false" or "" not at all; any
-// other value protects too (a misread protection must not let a node go).
+// for ever, a positive duration until start + duration; any other value
+// ("false", "", a value that is no duration) not at all, as Karpenter
+// treats an annotation it cannot parse as absent (users copy its
+// manifests, and its tests pin that a malformed value does not block).
 // It returns the key that protects, and until when (zero: for ever).
 func DoNotDisrupt(annotations map[string]string, start, now time.Time) (key string, until time.Time, protected bool) {
 	for _, key := range DoNotDisruptAnnotations {
@@ -91,8 +93,8 @@ func DoNotDisrupt(annotations map[string]string, start, now time.Time) (key stri
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(value))
-		if err != nil {
-			return key, time.Time{}, true
+		if err != nil || d <= 0 {
+			continue
 		}
 		if end := start.Add(d); now.Before(end) {
 			return key, end, true

@@ -17,7 +17,10 @@ func TestDoNotDisrupt(t *testing.T) {
 		{name: "millwright true", annotations: map[string]string{AnnotationDoNotDisrupt: "true"}, wantKey: AnnotationDoNotDisrupt},
 		{name: "karpenter true", annotations: map[string]string{AnnotationKarpenterDoNotDisrupt: "true"}, wantKey: AnnotationKarpenterDoNotDisrupt},
 		{name: "false", annotations: map[string]string{AnnotationKarpenterDoNotDisrupt: "false"}},
-		{name: "garbage protects (a misread protection must not let a node go)", annotations: map[string]string{AnnotationDoNotDisrupt: "yes please"}, wantKey: AnnotationDoNotDisrupt},
+		// consolidation_test.go "can delete nodes, considers invalid do-not-disrupt annotation format as not blocking".
+		{name: "a value that is no duration does not protect", annotations: map[string]string{AnnotationKarpenterDoNotDisrupt: "invalid-format"}},
+		{name: "nor does a negative duration", annotations: map[string]string{AnnotationKarpenterDoNotDisrupt: "-5m"}},
+		{name: "an invalid key does not hide a valid one", annotations: map[string]string{AnnotationKarpenterDoNotDisrupt: "yes please", AnnotationDoNotDisrupt: "true"}, wantKey: AnnotationDoNotDisrupt},
 		{name: "duration running", annotations: map[string]string{AnnotationDoNotDisrupt: "10m"}, created: now.Add(-time.Minute), wantKey: AnnotationDoNotDisrupt},
 		{name: "duration over", annotations: map[string]string{AnnotationDoNotDisrupt: "10m"}, created: now.Add(-11 * time.Minute)},
 		{name: "a false key does not hide a true one", annotations: map[string]string{AnnotationDoNotDisrupt: "false", AnnotationKarpenterDoNotDisrupt: "true"}, wantKey: AnnotationKarpenterDoNotDisrupt},
