@@ -200,6 +200,14 @@ func (c *computation) multiNodeConsolidation() {
 			c.commit(found.cmd, found.cands, found.placements)
 			return
 		}
+		// A pair the pass repacked (repack.go) is checked whole too,
+		// before single-node consolidation may take one of its nodes
+		// alone and leave the other refused: on mixed-600 one such pair
+		// was decided and refused at admission four times in a row.
+		if found := c.repackPair(cands); found != nil {
+			c.commit(found.cmd, found.cands, found.placements)
+			return
+		}
 	}
 	lo, hi := 1, len(cands)-1
 	var best *consolidation

@@ -102,6 +102,23 @@ func (c *computation) repackPairs() {
 	}
 }
 
+// repackPair re-checks, in an admission, the pair a pass repacked: the
+// same rules as repackPairs but for the probes that chose the pair (what
+// each node alone would save, which moves as the cluster does). nil when
+// cands are not such a pair or no longer repack.
+func (c *computation) repackPair(cands []*nodeInfo) *consolidation {
+	if c.opts.DisableSplit || len(cands) != 2 || cands[0].pool != cands[1].pool || !cands[0].pool.allows(ReasonUnderutilized, 2, 0) {
+		return nil
+	}
+	for _, ni := range cands {
+		if ni.node.Price <= 0 || !ni.node.LaunchedByConsolidationAt.IsZero() || !c.free(ni) {
+			return nil
+		}
+	}
+	found, _ := c.repackInto(describeTypes(typesOf(cands)), cands, 1, c.opts.RepackSavingsFraction)
+	return found
+}
+
 // alonePrice is what the nodes a fresh plan of ni's pods needs would cost
 // at their cheapest options (spot ones among the cheapest
 // MinSpotToSpotOptions types), beside the other nodes' room; ni's own

@@ -1,6 +1,7 @@
 package disruption_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -114,4 +115,29 @@ func TestRepack(t *testing.T) {
 				stranded("n1", "a"), node("n2", "other", "c.large", onSpotType(general), running(pods(7, "b", "1", "1Gi")...))),
 		},
 	})
+}
+
+// TestAdmissionRechecksARepackedPair: an admission of a pair re-checks the
+// pair whole, whatever the probes that chose it would say now. Here n2
+// alone saves nothing (it is of the cheapest type), so a pass's probes
+// never pair it; the pair still repacks (12 pods into 2 × c.fit, $0.18/h
+// for $0.21/h), and an admission of it finds that.
+func TestAdmissionRechecksARepackedPair(t *testing.T) {
+	general := instanceType("m.big", 8, 32, 0.40, 0.12)
+	compute := instanceType("c.fit", 8, 16, 0.34, 0.09)
+	spotPool := pool("default", launchTypes([]*catalog.InstanceType{general, compute}), spotLaunches)
+	cluster := func() disruption.Input {
+		return input(pools(spotPool),
+			node("n1", "default", "c.large", onSpotType(general), running(pods(7, "a", "1", "1Gi")...)),
+			node("n2", "default", "c.large", onSpotType(compute), running(pods(5, "b", "1", "2Gi")...)))
+	}
+	if r := disruption.Compute(cluster()); len(r.Commands) != 0 {
+		t.Fatalf("a pass decided %q, want nothing (its probes leave n2 out)", summaries(r))
+	}
+	admission := cluster()
+	admission.Only, admission.Validation = []string{"n1", "n2"}, true
+	r := disruption.Compute(admission)
+	if got, want := summaries(r), []string{"Underutilized/replace [n2 n1] → [c.fit/spot c.fit/spot]"}; !slices.Equal(got, want) {
+		t.Errorf("admission decided %q, want %q", got, want)
+	}
 }
