@@ -120,9 +120,11 @@ func TestFreshHolds(t *testing.T) {
 			want:  []string{"m5.large/us-east-1b/spot"},
 		},
 		{
-			// validation.go: "cheaper instance types not available".
-			name: "a replacement none of whose types is still offered does not hold", cmd: withOptions(consolidation(), large),
-			fresh: []activities.DisruptionCommand{withOptions(consolidation(), xlarge)}, why: "cheaper instance types not available",
+			// Unlike validation.go ("cheaper instance types not
+			// available"): the fresh replacement passed the same rules.
+			name: "a replacement none of whose types is still offered launches the fresh one", cmd: withOptions(consolidation(), large),
+			fresh: []activities.DisruptionCommand{withOptions(consolidation(), xlarge)},
+			want:  []string{"m5.xlarge/us-east-1a/on-demand"},
 		},
 		{
 			name: "a candidate no longer taken does not hold", cmd: consolidation(),

@@ -289,7 +289,8 @@ const (
 	// disruption_admission.go handleAdmit, disruption_command.go
 	// validate): a validated delete must still need no new node, and a
 	// replace by one node at most one, which it launches with only the
-	// offerings the fresh decision still offers for it. Before, a
+	// offerings the fresh decision still offers for it (the fresh
+	// decision's replacement when it offers none of them). Before, a
 	// delete whose pods now needed a new node was valid (the rule counted
 	// only fresh deletes' replacements), its pods went Pending after the
 	// drain and the provisioner launched for them; and a replacement could
