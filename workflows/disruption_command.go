@@ -304,6 +304,7 @@ func (c *command) useReplacements(narrowed []activities.NodeLaunchSpec) {
 	if text := narrowedText(c.input.Command.Replacements, narrowed); text != "" {
 		c.input.Command.Replacements = narrowed
 		c.view.Command.Replacements = narrowed
+		c.logger.Info("Replacements narrowed at validation", "change", text)
 		c.decide("Replacement options narrowed to those that still fit the pods: %s", text)
 	}
 }

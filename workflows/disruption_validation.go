@@ -159,9 +159,9 @@ func narrowedText(before, after []activities.NodeLaunchSpec) string {
 		switch {
 		case offeringCount(commonOfferings(b, a)) == offeringCount(b) && offeringCount(b) == offeringCount(a):
 		case len(commonOfferings(b, a)) == 0:
-			parts = append(parts, fmt.Sprintf("%s re-planned: %s instead of %s", before[i].NodeClaimName, optionNames(a, 5), optionNames(b, 5)))
+			parts = append(parts, fmt.Sprintf("replacement %d re-planned: %s instead of %s", i+1, optionNames(a, 5), optionNames(b, 5)))
 		default:
-			parts = append(parts, fmt.Sprintf("%s: %d of %d offerings still fit", before[i].NodeClaimName, offeringCount(a), offeringCount(b)))
+			parts = append(parts, fmt.Sprintf("replacement %d: %d of %d offerings still fit", i+1, offeringCount(a), offeringCount(b)))
 		}
 	}
 	return strings.Join(parts, "; ")
