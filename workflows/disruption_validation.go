@@ -119,32 +119,10 @@ func freshHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 // fresh.
 func commonOfferings(mine, fresh []activities.InstanceTypeOption) []activities.InstanceTypeOption {
 	offered := map[activities.OfferingKey]bool{}
-	for _, option := range fresh {
-		for _, o := range option.Offerings {
-			offered[activities.OfferingKey{InstanceType: option.Name, Zone: o.Zone, CapacityType: o.CapacityType}] = true
-		}
+	for _, key := range offeringKeys(fresh) {
+		offered[key] = true
 	}
-	var out []activities.InstanceTypeOption
-	for _, option := range mine {
-		kept := activities.InstanceTypeOption{Name: option.Name}
-		for _, o := range option.Offerings {
-			if offered[activities.OfferingKey{InstanceType: option.Name, Zone: o.Zone, CapacityType: o.CapacityType}] {
-				kept.Offerings = append(kept.Offerings, o)
-			}
-		}
-		if len(kept.Offerings) > 0 {
-			out = append(out, kept)
-		}
-	}
-	return out
-}
-
-func offeringCount(options []activities.InstanceTypeOption) int {
-	n := 0
-	for _, option := range options {
-		n += len(option.Offerings)
-	}
-	return n
+	return keepOfferings(mine, func(key activities.OfferingKey) bool { return offered[key] })
 }
 
 // narrowedText says how freshHolds changed a command's replacements ("" when
@@ -157,11 +135,11 @@ func narrowedText(before, after []activities.NodeLaunchSpec) string {
 	for i := range before {
 		b, a := before[i].InstanceTypeOptions, after[i].InstanceTypeOptions
 		switch {
-		case offeringCount(commonOfferings(b, a)) == offeringCount(b) && offeringCount(b) == offeringCount(a):
+		case countOfferings(commonOfferings(b, a)) == countOfferings(b) && countOfferings(b) == countOfferings(a):
 		case len(commonOfferings(b, a)) == 0:
 			parts = append(parts, fmt.Sprintf("replacement %d re-planned: %s instead of %s", i+1, optionNames(a, 5), optionNames(b, 5)))
 		default:
-			parts = append(parts, fmt.Sprintf("replacement %d: %d of %d offerings still fit", i+1, offeringCount(a), offeringCount(b)))
+			parts = append(parts, fmt.Sprintf("replacement %d: %d of %d offerings still fit", i+1, countOfferings(a), countOfferings(b)))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -1,17 +1,10 @@
 package workflows
 
 import (
-	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/millwright/millwright/activities"
 	modeldisruption "github.com/millwright/millwright/model/disruption"
@@ -226,37 +219,9 @@ func TestAdmittedCommandLaunchesTheAdmissionsReplacements(t *testing.T) {
 // workflow admits a command whose fresh decision offers fewer offerings,
 // and answers with its replacements narrowed to them.
 func TestAdmissionAnswersWithTheNarrowedReplacements(t *testing.T) {
-	h := newHarness(t, DisruptionWorkflowID(testCluster))
 	xlarge := instanceOption("m5.xlarge", offering("us-east-1a", activities.CapacityTypeOnDemand, 0.192))
-	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
-		if req.Admission {
-			return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{withOptions(consolidation(), xlarge)},
-				Budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 5}}}}, nil
-		}
-		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
-	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
-	var mu sync.Mutex
-	var command string
-	h.env.OnWorkflow(DisruptionCommandWorkflowType, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ CommandInput) (CommandOutcome, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if command == "" {
-			command = workflow.GetInfo(ctx).WorkflowExecution.ID
-		}
-		return CommandOutcome{Result: CommandSucceeded}, nil
-	})
-	var answer activities.AdmitCommandResponse
-	h.at(20*time.Second, func() {
-		mu.Lock()
-		id := command
-		mu.Unlock()
-		h.env.UpdateWorkflow(UpdateAdmitCommand, "admit-1", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { t.Errorf("admission rejected: %v", err) },
-			OnComplete: func(result any, _ error) { answer, _ = result.(activities.AdmitCommandResponse) },
-		}, activities.AdmitCommandRequest{CommandID: id, Attempt: 1, Command: consolidation()})
-	})
-	h.at(time.Minute, func() { h.env.CancelWorkflow() })
-	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+	answer := admitOnce(t, activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{withOptions(consolidation(), xlarge)},
+		Budgets: []activities.DisruptionBudget{{NodePool: "default", Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 5}}}})
 	if !answer.Admitted {
 		t.Fatalf("admission answered %+v, want admitted", answer)
 	}

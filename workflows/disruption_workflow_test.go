@@ -485,11 +485,22 @@ func testAdmission(t *testing.T, command activities.DisruptionCommand, committed
 // and a fresh decision that does not take every candidate, the admission
 // is refused (not busy): the command releases its candidates.
 func TestAdmissionRefusesADecisionThatNoLongerHolds(t *testing.T) {
+	answer := admitOnce(t, activities.ComputeCommandsResponse{Budgets: []activities.DisruptionBudget{{NodePool: "default",
+		Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 5}}}})
+	if answer.Admitted || answer.Busy || !strings.Contains(answer.Why, "no longer valid") {
+		t.Errorf("admission answered %+v, want refused: no longer valid", answer)
+	}
+}
+
+// admitOnce runs the disruption workflow, whose first pass decides
+// consolidation(), and asks it to admit that command once, 20 s later,
+// with fresh as the admission's ComputeCommands answer.
+func admitOnce(t *testing.T, fresh activities.ComputeCommandsResponse) activities.AdmitCommandResponse {
+	t.Helper()
 	h := newHarness(t, DisruptionWorkflowID(testCluster))
 	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
 		if req.Admission {
-			return activities.ComputeCommandsResponse{Budgets: []activities.DisruptionBudget{{NodePool: "default",
-				Allowed: map[modeldisruption.Reason]int{modeldisruption.ReasonUnderutilized: 5}}}}, nil
+			return fresh, nil
 		}
 		return activities.ComputeCommandsResponse{Commands: []activities.DisruptionCommand{consolidation()}}, nil
 	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity, DisableAlreadyRegisteredCheck: true})
@@ -515,9 +526,7 @@ func TestAdmissionRefusesADecisionThatNoLongerHolds(t *testing.T) {
 	})
 	h.at(time.Minute, func() { h.env.CancelWorkflow() })
 	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
-	if answer.Admitted || answer.Busy || !strings.Contains(answer.Why, "no longer valid") {
-		t.Errorf("admission answered %+v, want refused: no longer valid", answer)
-	}
+	return answer
 }
 
 // budgetShort: busy only while nodes already disrupting hold the budget;

@@ -183,20 +183,25 @@ func withoutOfferings(options []activities.InstanceTypeOption, failed []activiti
 	for _, key := range failed {
 		gone[key] = true
 	}
-	var remaining []activities.InstanceTypeOption
+	return keepOfferings(options, func(key activities.OfferingKey) bool { return !gone[key] })
+}
+
+// keepOfferings keeps, in order, the offerings keep accepts, and the
+// options left with any.
+func keepOfferings(options []activities.InstanceTypeOption, keep func(activities.OfferingKey) bool) []activities.InstanceTypeOption {
+	var out []activities.InstanceTypeOption
 	for _, option := range options {
 		kept := activities.InstanceTypeOption{Name: option.Name}
 		for _, offering := range option.Offerings {
-			key := activities.OfferingKey{InstanceType: option.Name, Zone: offering.Zone, CapacityType: offering.CapacityType}
-			if !gone[key] {
+			if keep(activities.OfferingKey{InstanceType: option.Name, Zone: offering.Zone, CapacityType: offering.CapacityType}) {
 				kept.Offerings = append(kept.Offerings, offering)
 			}
 		}
 		if len(kept.Offerings) > 0 {
-			remaining = append(remaining, kept)
+			out = append(out, kept)
 		}
 	}
-	return remaining
+	return out
 }
 
 func countOfferings(options []activities.InstanceTypeOption) int {
