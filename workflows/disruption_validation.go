@@ -96,8 +96,9 @@ func freshHolds(cmd activities.DisruptionCommand, fresh []activities.DisruptionC
 		// it decides one command a pass; here an admission places the
 		// pods of the commands admitted before it together with the
 		// command's own, largest first, while the pass placed theirs
-		// first, so "none" is most often that difference, and refusing
-		// it only sent the same decision round again.
+		// first, so "none" is most often that difference rather than a
+		// change in the cluster (TestConsolidationSettles, which holds
+		// every decision to its admission, met such a case).
 		return slices.Clone(cmd.Replacements), ""
 	}
 	spec, replanned := cmd.Replacements[0], now[0]
