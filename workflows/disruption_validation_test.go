@@ -157,20 +157,7 @@ func TestValidatedCommandLaunchesWhatStillFits(t *testing.T) {
 		cmd := consolidation()
 		fresh := withOptions(consolidation(), instanceOption("m5.xlarge", offering("us-east-1a", activities.CapacityTypeOnDemand, 0.192)))
 		commandWorld{decision: []activities.DisruptionCommand{fresh}}.register(h)
-		captureSignals(h)
-		nodeEvent(h, 40*time.Second, NodeClaimName("default", testCommandID, 0, 0), NodeEventReady)
-		nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
-		nodeEvent(h, 3*time.Minute, "default-bbbb", NodeEventTerminated)
-
-		if outcome := runCommand(t, h, cmd); outcome.Result != CommandSucceeded {
-			t.Fatalf("outcome %+v, want Succeeded", outcome)
-		}
-		starts := h.rec.calls(activities.StartNodeWorkflowsActivity)
-		if len(starts) != 1 {
-			t.Fatalf("replacements started %d time(s), want once", len(starts))
-		}
-		spec := starts[0].(*activities.StartNodeWorkflowsRequest).Nodes[0].Spec
-		if got := offeringsOf([]activities.NodeLaunchSpec{spec}); !slices.Equal(got, []string{"m5.xlarge/us-east-1a/on-demand"}) {
+		if got := launchedOfferings(t, h, cmd, false); !slices.Equal(got, []string{"m5.xlarge/us-east-1a/on-demand"}) {
 			t.Errorf("launched with %q, want the offering that still fits", got)
 		}
 	})
@@ -197,20 +184,7 @@ func TestAdmittedCommandLaunchesTheAdmissionsReplacements(t *testing.T) {
 	narrowed := withOptions(cmd, instanceOption("m5.large", offering("us-east-1b", activities.CapacityTypeSpot, 0.05))).Replacements
 	commandWorld{}.register(h)
 	admissionWorld(h, activities.AdmitCommandResponse{Admitted: true, Replacements: narrowed})
-	captureSignals(h)
-	nodeEvent(h, time.Minute, NodeClaimName("default", testCommandID, 0, 0), NodeEventReady)
-	nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
-	nodeEvent(h, 3*time.Minute, "default-bbbb", NodeEventTerminated)
-
-	if outcome := runAdmittedCommand(t, h, cmd); outcome.Result != CommandSucceeded {
-		t.Fatalf("outcome %+v, want Succeeded", outcome)
-	}
-	starts := h.rec.calls(activities.StartNodeWorkflowsActivity)
-	if len(starts) != 1 {
-		t.Fatalf("replacements started %d time(s), want once", len(starts))
-	}
-	spec := starts[0].(*activities.StartNodeWorkflowsRequest).Nodes[0].Spec
-	if got := offeringsOf([]activities.NodeLaunchSpec{spec}); !slices.Equal(got, []string{"m5.large/us-east-1b/spot"}) {
+	if got := launchedOfferings(t, h, cmd, true); !slices.Equal(got, []string{"m5.large/us-east-1b/spot"}) {
 		t.Errorf("launched with %q, want the admission's narrowed offerings", got)
 	}
 }
@@ -228,4 +202,23 @@ func TestAdmissionAnswersWithTheNarrowedReplacements(t *testing.T) {
 	if got := offeringsOf(answer.Replacements); !slices.Equal(got, []string{"m5.xlarge/us-east-1a/on-demand"}) {
 		t.Errorf("admission's replacements %q, want the command's narrowed to the offering that still fits", got)
 	}
+}
+
+// launchedOfferings runs cmd to success (its replacement Ready at 1 min,
+// its candidates gone at 2 and 3 min; admission: it asks to be admitted)
+// and returns the offerings its one replacement was launched with.
+func launchedOfferings(t *testing.T, h *harness, cmd activities.DisruptionCommand, admission bool) []string {
+	t.Helper()
+	captureSignals(h)
+	nodeEvent(h, time.Minute, NodeClaimName("default", testCommandID, 0, 0), NodeEventReady)
+	nodeEvent(h, 2*time.Minute, "default-aaaa", NodeEventTerminated)
+	nodeEvent(h, 3*time.Minute, "default-bbbb", NodeEventTerminated)
+	if outcome := executeCommand(t, h, cmd, admission); outcome.Result != CommandSucceeded {
+		t.Fatalf("outcome %+v, want Succeeded", outcome)
+	}
+	starts := h.rec.calls(activities.StartNodeWorkflowsActivity)
+	if len(starts) != 1 {
+		t.Fatalf("replacements started %d time(s), want once", len(starts))
+	}
+	return offeringsOf([]activities.NodeLaunchSpec{starts[0].(*activities.StartNodeWorkflowsRequest).Nodes[0].Spec})
 }
