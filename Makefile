@@ -29,9 +29,11 @@ test: test-prereqs lint
 test-prereqs:
 	@local/tools/prereqs.sh
 
-## bench: packer benchmarks at 1,000 / 5,000 / 10,000 pods.
+## bench: packer benchmarks at 1,000 / 5,000 / 10,000 pods, and one
+## disruption pass (ComputeCommands' model) over 500 nodes and 5,000 pods.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./model/packer/...
+	$(GO) test -run '^$$' -bench BenchmarkCompute -benchmem ./model/disruption/
 
 # SEED and LIFECYCLES tune `make chaos`; CHAOS_FLAGS adds any -chaos.* flag
 # (harness/chaos/chaos_test.go).

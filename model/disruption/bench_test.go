@@ -34,8 +34,10 @@ func catalogTypes() []*catalog.InstanceType {
 
 // benchCluster is nodes nodes of five common types, each running
 // podsPerNode pods of ten deployments: the large types are mostly idle, so
-// consolidation has plenty to weigh.
-func benchCluster(nodes, podsPerNode int, spread bool) disruption.Input {
+// consolidation has plenty to weigh. With volumes, the pods of three other
+// deployments each mount a claim bound to a zonal volume in their node's
+// zone (StatefulSets on EBS): every simulation reads the claims.
+func benchCluster(nodes, podsPerNode int, spread, volumes bool) disruption.Input {
 	types := catalogTypes()
 	byName := map[string]*catalog.InstanceType{}
 	for _, it := range types {
@@ -77,6 +79,15 @@ func benchCluster(nodes, podsPerNode int, spread bool) disruption.Input {
 				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: scheduling.LabelZone,
 					WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": p.Labels["app"]}}}}
 			}
+			if volumes && d >= 7 {
+				claim := p.Name + "-data"
+				storage := boundVolume(p.Name, nil, corev1.NodeSelectorRequirement{
+					Key: scheduling.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{z}})
+				storage.PersistentVolumeClaims[0].Name = claim
+				in.Storage.PersistentVolumes = append(in.Storage.PersistentVolumes, storage.PersistentVolumes...)
+				in.Storage.PersistentVolumeClaims = append(in.Storage.PersistentVolumeClaims, storage.PersistentVolumeClaims...)
+				withClaim(claim)(p)
+			}
 			running(p)(&n)
 		}
 		in.Nodes = append(in.Nodes, n)
@@ -90,19 +101,23 @@ func benchCluster(nodes, podsPerNode int, spread bool) disruption.Input {
 // candidate. "10%" is the default budget (the multi-node search takes it
 // all); "100%" leaves every node to weigh, the worst case. With "spread",
 // three of the ten deployments spread over zones, so every simulation runs
-// the packer (topology) instead of the quick first fit.
+// the packer (topology) instead of the quick first fit. With "volumes",
+// 1,500 of the pods each have their own claim and zonal volume.
 func BenchmarkCompute(b *testing.B) {
 	for _, bc := range []struct {
-		nodes  string
-		spread bool
-	}{{"10%", false}, {"100%", false}, {"10%", true}, {"100%", true}} {
+		nodes           string
+		spread, volumes bool
+	}{{"10%", false, false}, {"100%", false, false}, {"10%", true, false}, {"100%", true, false}, {"10%", true, true}, {"100%", true, true}} {
 		name := "budget=" + bc.nodes
 		if bc.spread {
 			name += "/spread"
 		}
+		if bc.volumes {
+			name += "/volumes"
+		}
 		nodes := bc.nodes
 		b.Run(name, func(b *testing.B) {
-			in := benchCluster(500, 10, bc.spread)
+			in := benchCluster(500, 10, bc.spread, bc.volumes)
 			in.NodePools[0].Pool.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: nodes}}
 			var r disruption.Result
 			b.ReportAllocs()

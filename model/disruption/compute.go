@@ -200,7 +200,7 @@ func (c *computation) nominateFor(pods []*corev1.Pod, why string) {
 	}
 	var placed []packer.Placement
 	if cp.topology {
-		if r, err := packer.Pack(packer.Input{Pods: pods, Nodes: cp.nodes, Storage: c.in.Storage, Namespaces: c.in.Namespaces}); err == nil {
+		if r, err := packer.Pack(packer.Input{Pods: pods, Nodes: cp.nodes, Storage: c.in.Storage, Volumes: c.volumes, Namespaces: c.in.Namespaces}); err == nil {
 			placed = r.Placements
 		}
 	} else {

@@ -271,7 +271,7 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 			n.Pods = c.relevantPods(n.Pods, relevant)
 			topoNodes = append(topoNodes, n)
 		}
-		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes, Storage: c.in.Storage, Namespaces: c.in.Namespaces})
+		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes, Storage: c.in.Storage, Volumes: c.volumes, Namespaces: c.in.Namespaces})
 		if err != nil {
 			return simulation{failed: err.Error()}
 		}
@@ -320,7 +320,7 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		c.place(after, byName, placed)
 	}
 	r2, err := packer.Pack(packer.Input{Pods: left, DaemonSetPods: c.in.DaemonSetPods, NodePools: pools, Nodes: after,
-		Storage: c.in.Storage, Namespaces: c.in.Namespaces})
+		Storage: c.in.Storage, Volumes: c.volumes, Namespaces: c.in.Namespaces})
 	if err != nil {
 		s.failed = err.Error()
 		return s

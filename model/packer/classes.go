@@ -64,7 +64,7 @@ func namespaceOf(pod *corev1.Pod) string {
 func (p *packer) buildClasses() {
 	index := map[string]int{}
 	var sb strings.Builder
-	p.storage = newStorageIndex(p.in.Storage)
+	p.storage = p.in.storageIndex()
 	volumes := map[int][]volumeTopology{}
 	volumeErrs := map[int]error{}
 	for i, pod := range p.in.Pods {

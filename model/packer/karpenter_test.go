@@ -543,7 +543,7 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 		},
 		StorageClasses: []*storagev1.StorageClass{class("gp3", wffc, "zone-c"), class("fast", immediate, "zone-a")},
 	}
-	runPackCases(t, []packCase{
+	cases := []packCase{
 		{
 			// suite_test "should launch nodes for pods with bound persistent volumes in the volume's zone"
 			// (aws/karpenter-provider-aws#1011).
@@ -663,7 +663,18 @@ func TestKarpenterVolumeTopology(t *testing.T) {
 				}
 			},
 		},
-	})
+	}
+	runPackCases(t, cases)
+	// The same cases with the storage indexed once beforehand
+	// (Input.Volumes), as a disruption pass packs: Storage is then unread.
+	indexed := make([]packCase, 0, len(cases))
+	for _, tc := range cases {
+		tc.name = "indexed once: " + tc.name
+		tc.in.Volumes = packer.NewVolumeConstraints(tc.in.Storage)
+		tc.in.Storage = packer.Storage{}
+		indexed = append(indexed, tc)
+	}
+	runPackCases(t, indexed)
 }
 
 func withMinValues(key string, n int) poolOption {

@@ -30,6 +30,19 @@ type Input struct {
 	// Storage holds the claims, volumes and classes of the pods' volumes,
 	// whose topology limits where the pods may go.
 	Storage Storage
+	// Volumes, when set, is Storage already indexed (NewVolumeConstraints)
+	// and is read instead of it: a caller that packs many times over one
+	// cluster (a disruption pass simulates once per candidate) indexes its
+	// claims, volumes and classes once rather than once per Pack.
+	Volumes *VolumeConstraints
+}
+
+// storageIndex is the index of the input's storage: Volumes' when given.
+func (in *Input) storageIndex() *storageIndex {
+	if in.Volumes != nil {
+		return in.Volumes.ix
+	}
+	return newStorageIndex(in.Storage)
 }
 
 // NodePool is the packer's view of a NodePool (plain fields, so the packer

@@ -424,7 +424,7 @@ func (v *verifier) checkVolumes(p *corev1.Pod, vn *vnode) {
 		return
 	}
 	if v.storage == nil {
-		v.storage = newStorageIndex(v.in.Storage)
+		v.storage = v.in.storageIndex()
 	}
 	vts, err := v.storage.podVolumeTopology(p)
 	if err != nil {
