@@ -110,6 +110,10 @@ type DisruptionOptions struct {
 	// Karpenter does, instead of replacing it by several cheaper nodes,
 	// and repacks no pairs of kept nodes.
 	DisableSplit bool `json:"disableSplit,omitempty"`
+	// SkipSettlingDestinations keeps the pods consolidation moves off a
+	// node still within its pool's consolidateAfter, as Karpenter since
+	// v1.14 (off by default; see disruption.Options).
+	SkipSettlingDestinations bool `json:"skipSettlingDestinations,omitempty"`
 	// RepairToleration is how long a node may be NotReady before it is
 	// replaced (default 30m).
 	RepairToleration time.Duration `json:"repairToleration,omitempty"`

@@ -58,6 +58,7 @@ type flags struct {
 	repackFraction          float64
 	consolidationMinSavings float64
 	consolidationSplit      bool
+	skipSettling            bool
 }
 
 func main() {
@@ -86,6 +87,9 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			if err := boolFromEnv(cmd, "consolidation-split", "MILLWRIGHT_CONSOLIDATION_SPLIT", &f.consolidationSplit); err != nil {
+				return err
+			}
+			if err := boolFromEnv(cmd, "consolidation-skip-settling-destinations", "MILLWRIGHT_CONSOLIDATION_SKIP_SETTLING_DESTINATIONS", &f.skipSettling); err != nil {
 				return err
 			}
 			if err := signedFromEnv(cmd, "consolidation-threshold", "MILLWRIGHT_CONSOLIDATION_THRESHOLD", &f.consolidationThreshold); err != nil {
@@ -148,6 +152,8 @@ func newCommand() *cobra.Command {
 		"a replacement must also save at least this many $/h. Read when the disruption workflow starts")
 	fs.BoolVar(&f.consolidationSplit, "consolidation-split", true,
 		"replace an underutilized node that no single cheaper node can hold by several nodes that together cost less (Karpenter keeps it: \"Can't remove without creating N candidates\"), and two nodes single-node consolidation keeps by the nodes a fresh plan of their pods needs when they cost less; false gives Karpenter's behaviour. Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SPLIT]")
+	fs.BoolVar(&f.skipSettling, "consolidation-skip-settling-destinations", false,
+		"move no pods by consolidation onto a node still within its NodePool's consolidateAfter since its last pod event, as Karpenter since v1.14 (kubernetes-sigs/karpenter#3006); off by default, it slowed the consolidation benchmark's scale-down past its target (README). Read when the disruption workflow starts [$MILLWRIGHT_CONSOLIDATION_SKIP_SETTLING_DESTINATIONS]")
 	fs.DurationVar(&f.registrationTimeout, "registration-timeout", 0, "terminate an instance whose Node has not registered after this long (default 15m)")
 	return cmd
 }
@@ -198,7 +204,7 @@ func runWorker(ctx context.Context, f flags) error {
 			RepairToleration: f.repairToleration, ConsolidationThreshold: f.consolidationThreshold,
 			ReplaceSavingsFraction: f.consolidationFraction, RepackSavingsFraction: f.repackFraction,
 			MinSavingsPerHour: f.consolidationMinSavings, BatchMaxDuration: f.batchMax,
-			DisableSplit: !f.consolidationSplit,
+			DisableSplit: !f.consolidationSplit, SkipSettlingDestinations: f.skipSettling,
 		}},
 		NodeClassResolveInterval: f.resolveInterval,
 		KubeQPS:                  f.kubeQPS,

@@ -268,7 +268,8 @@ func disruptionOptions(req activities.ComputeCommandsRequest) disruption.Options
 		BatchMaxDuration: batch, ConsolidationThreshold: o.ConsolidationThreshold, ReplaceSavingsFraction: o.ReplaceSavingsFraction,
 		RepackSavingsFraction: o.RepackSavingsFraction, MinSavingsPerHour: o.MinSavingsPerHour,
 		DisableSpotToSpot: o.DisableSpotToSpot, DisableSplit: o.DisableSplit, RepairToleration: o.RepairToleration, MaxCommands: req.MaxCommands,
-		ValidationLookahead: lookahead,
+		SkipSettlingDestinations: o.SkipSettlingDestinations,
+		ValidationLookahead:      lookahead,
 	}
 }
 

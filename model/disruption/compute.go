@@ -41,6 +41,8 @@ type computation struct {
 	// included).
 	facts   map[*corev1.Pod]*podFacts
 	volumes *packer.VolumeConstraints
+	// tolerant caches the copies of pods that tolerate settlingTaint.
+	tolerant map[*corev1.Pod]*corev1.Pod
 	// podClass, classIndex and classes group pods by namespace and labels
 	// (relevance.go).
 	podClass   map[*corev1.Pod]int
@@ -204,7 +206,7 @@ func (c *computation) nominateFor(pods []*corev1.Pod, why string) {
 			placed = r.Placements
 		}
 	} else {
-		placed, _ = c.quickFit(pods, usable)
+		placed, _ = c.quickFit(pods, usable, nil)
 	}
 	for _, pl := range placed {
 		if ni := c.managed[pl.Node]; ni != nil && ni.blocked == "" {

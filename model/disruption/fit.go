@@ -54,9 +54,10 @@ func (c *computation) requests(pod *corev1.Pod) scheduling.Resources { return c.
 // simulate uses it when no pod in the cluster has topology spread or pod
 // (anti-)affinity: then nothing but a node's own room and labels decides
 // whether a pod fits it, and the nodes need no re-preparation per
-// simulation (with topology the packer places them, first fit). It
-// returns the placements and the pods left over.
-func (c *computation) quickFit(pods []*corev1.Pod, usable []int) ([]packer.Placement, []*corev1.Pod) {
+// simulation (with topology the packer places them, first fit). The pods
+// barred names go on no settling node. It returns the placements and the
+// pods left over.
+func (c *computation) quickFit(pods []*corev1.Pod, usable []int, barred map[*corev1.Pod]bool) ([]packer.Placement, []*corev1.Pod) {
 	cp := c.capacity
 	order := make([]*corev1.Pod, len(pods))
 	copy(order, pods)
@@ -72,10 +73,14 @@ func (c *computation) quickFit(pods []*corev1.Pod, usable []int) ([]packer.Place
 	var left []*corev1.Pod
 	for _, pod := range order {
 		f := c.factsOf(pod)
+		keepOff := barred[pod]
 		best, bestScore := -1, -1.0
 		for _, i := range usable {
 			if f.bad {
 				break
+			}
+			if keepOff && cp.settling[i] {
+				continue
 			}
 			avail := cp.nodes[i].Available.Sub(used[i])
 			if !f.req.Fits(avail) || !c.suits(pod, f, i) {

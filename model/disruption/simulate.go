@@ -28,6 +28,10 @@ type capacity struct {
 	byName map[string]int
 	// excluded marks nodes (by index into nodes) a command removes.
 	excluded []bool
+	// settling marks nodes (by index into nodes) within their pool's
+	// consolidateAfter since their last pod event: consolidation moves no
+	// pods onto them (Options.SkipSettlingDestinations).
+	settling []bool
 	// avoided holds the room of the outliers (by index into nodes), which
 	// meanwhile have none: no simulation moves pods onto them.
 	avoided map[int]scheduling.Resources
@@ -82,6 +86,7 @@ func (c *computation) buildCapacity() {
 			continue
 		}
 		cp.add(c.packerNode(n), n.Allocatable)
+		cp.settling[len(cp.nodes)-1] = c.settling(n)
 	}
 	for _, n := range c.in.InFlight {
 		n.InFlight = true
@@ -121,6 +126,68 @@ func (cp *capacity) add(n packer.Node, allocatable scheduling.Resources) {
 	}
 	cp.labels = append(cp.labels, labels)
 	cp.excluded = append(cp.excluded, false)
+	cp.settling = append(cp.settling, false)
+}
+
+// settling reports whether consolidation must not move pods onto the
+// registered node n: it is initialized and its pool's consolidateAfter
+// (neither 0 nor Never) has not passed since its last pod event, as
+// Karpenter's IsUnderConsolidateAfter. In-flight and uninitialized nodes
+// never settle.
+func (c *computation) settling(n *Node) bool {
+	if !c.opts.SkipSettlingDestinations || !n.Initialized {
+		return false
+	}
+	pl := c.pools[n.NodePool]
+	if pl == nil {
+		return false
+	}
+	after, never := pl.spec.Pool.ConsolidateAfterDuration()
+	return !never && after > 0 && c.in.Now.Sub(n.lastPodEvent()) < after
+}
+
+// anySettling reports whether a node of usable is settling.
+func (cp *capacity) anySettling(usable []int) bool {
+	return cp.countSettling(usable) > 0
+}
+
+func (cp *capacity) countSettling(usable []int) int {
+	n := 0
+	for _, i := range usable {
+		if cp.settling[i] {
+			n++
+		}
+	}
+	return n
+}
+
+// settlingText adds to why pods found no place that settling nodes took
+// none of them.
+func settlingText(settling int) string {
+	return fmt.Sprintf("; %d node(s) within their consolidateAfter take no moved pods", settling)
+}
+
+// settlingTaint is put on settling nodes in the packer's view of a
+// consolidation simulation; the pods that come first (pending, or from
+// nodes already leaving) tolerate it and the moved pods do not, which is
+// how the packer, which knows nothing of consolidation, keeps the moved
+// pods off those nodes.
+var settlingTaint = corev1.Taint{Key: "millwright.dev/simulation-settling", Effect: corev1.TaintEffectNoSchedule}
+
+// tolerating is pod with settlingTaint tolerated (a copy, made once per
+// Compute).
+func (c *computation) tolerating(pod *corev1.Pod) *corev1.Pod {
+	if t, ok := c.tolerant[pod]; ok {
+		return t
+	}
+	// A shallow copy: the packer only reads pods.
+	t := *pod
+	t.Spec.Tolerations = append(slices.Clip(pod.Spec.Tolerations), corev1.Toleration{Key: settlingTaint.Key, Operator: corev1.TolerationOpExists})
+	if c.tolerant == nil {
+		c.tolerant = map[*corev1.Pod]*corev1.Pod{}
+	}
+	c.tolerant[pod] = &t
+	return &t
 }
 
 // avoid takes the room of the node named name out of every simulation
@@ -247,7 +314,14 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	for _, pod := range moving {
 		isMoving[pod] = true
 	}
-	placed, unplaced := c.quickFit(pods, usable)
+	// Consolidation moves no pods onto settling nodes; drift and repair
+	// may (Karpenter applies the rule to consolidation's simulations and
+	// validation only).
+	var barred map[*corev1.Pod]bool
+	if mode != launchAny && cp.anySettling(usable) {
+		barred = isMoving
+	}
+	placed, unplaced := c.quickFit(pods, usable, barred)
 	var topoNodes []packer.Node
 	if topo {
 		// The quick fit ignores topology, so it is only a first sieve: when
@@ -261,7 +335,11 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		}
 		if len(over) > 0 && (mode == launchNothing ||
 			(mode == launchOneCheaper && len(c.launchPools(maxPrice, c.sumRequests(over), c.altsOf(over))) == 0)) {
-			return simulation{failed: c.unplacedText(over)}
+			failed := c.unplacedText(over)
+			if barred != nil {
+				failed += settlingText(cp.countSettling(usable))
+			}
+			return simulation{failed: failed}
 		}
 		relevant := c.relevantClasses(pods)
 		topoNodes = make([]packer.Node, 0, len(usable))
@@ -269,9 +347,20 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 			n := cp.nodes[i]
 			// Every node stays, full or not: its labels make the domains.
 			n.Pods = c.relevantPods(n.Pods, relevant)
+			if barred != nil && cp.settling[i] {
+				n.Taints = append(slices.Clip(n.Taints), settlingTaint)
+			}
 			topoNodes = append(topoNodes, n)
 		}
-		r, err := packer.Pack(packer.Input{Pods: pods, Nodes: topoNodes, Storage: c.in.Storage, Volumes: c.volumes, Namespaces: c.in.Namespaces})
+		packed := pods
+		if barred != nil {
+			packed = make([]*corev1.Pod, 0, len(pods))
+			for _, pod := range cp.first {
+				packed = append(packed, c.tolerating(pod))
+			}
+			packed = append(packed, moving...)
+		}
+		r, err := packer.Pack(packer.Input{Pods: packed, Nodes: topoNodes, Storage: c.in.Storage, Volumes: c.volumes, Namespaces: c.in.Namespaces})
 		if err != nil {
 			return simulation{failed: err.Error()}
 		}
@@ -306,6 +395,9 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	}
 	if len(pools) == 0 {
 		s.failed = c.unplacedText(left)
+		if barred != nil {
+			s.failed += settlingText(cp.countSettling(usable))
+		}
 		return s
 	}
 	// The rest go on new nodes; with topology, beside the remaining nodes
