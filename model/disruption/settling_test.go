@@ -39,8 +39,16 @@ func TestConsolidationKeepsMovedPodsOffSettlingNodes(t *testing.T) {
 		in.Options.SkipSettlingDestinations = true
 		return in
 	}
-	withPending := func(in disruption.Input, p ...*corev1.Pod) disruption.Input {
-		in.PendingPods = append(in.PendingPods, p...)
+	// dest (settling) and other (held by do-not-disrupt) have room for
+	// the pending pod; it goes to dest, the least allocated, so src's pod
+	// fits other. Barred from dest too, the pending pod would take other's
+	// room and src would stay.
+	pendingBeside := func(srcOpts ...podOpt) disruption.Input {
+		in := input(pools(oneMinute),
+			node("dest", "default", "c.medium", running(pod("d", "1", "1Gi")), settling),
+			node("other", "default", "c.small", running(pod("o", "500m", "1Gi")), annotated(apisv1.AnnotationDoNotDisrupt, "true")),
+			node("src", "default", "c.small", running(pod("s", "1", "1Gi", srcOpts...))))
+		in.PendingPods = []*corev1.Pod{pod("pending", "1500m", "1Gi")}
 		return in
 	}
 	runCases(t, []computeCase{
@@ -82,28 +90,16 @@ func TestConsolidationKeepsMovedPodsOffSettlingNodes(t *testing.T) {
 			want: []string{"Underutilized/replace [src] → [c.small/on-demand]"},
 		},
 		{
-			// dest (settling) and other (held by do-not-disrupt) have room
-			// for the pending pod; it goes to dest, the least allocated, so
-			// src's pod fits other. Barred from dest too, the pending pod
-			// would take other's room and src would stay.
 			name:   "pending pods still go onto a settling node",
 			source: "scheduler.go: pending pods are exempt from the consolidateAfter destination check",
-			in: skipping(withPending(input(pools(oneMinute),
-				node("dest", "default", "c.medium", running(pod("d", "1", "1Gi")), settling),
-				node("other", "default", "c.small", running(pod("o", "500m", "1Gi")), annotated(apisv1.AnnotationDoNotDisrupt, "true")),
-				node("src", "default", "c.small", running(pod("s", "1", "1Gi")))),
-				pod("pending", "1500m", "1Gi"))),
-			want: []string{"Underutilized/delete [src]"},
+			in:     skipping(pendingBeside()),
+			want:   []string{"Underutilized/delete [src]"},
 		},
 		{
 			name:   "pending pods still go onto a settling node, through the packer",
 			source: "scheduler.go: pending pods are exempt from the consolidateAfter destination check",
-			in: skipping(withPending(input(pools(oneMinute),
-				node("dest", "default", "c.medium", running(pod("d", "1", "1Gi")), settling),
-				node("other", "default", "c.small", running(pod("o", "500m", "1Gi")), annotated(apisv1.AnnotationDoNotDisrupt, "true")),
-				node("src", "default", "c.small", running(pod("s", "1", "1Gi", viaPacker)))),
-				pod("pending", "1500m", "1Gi"))),
-			want: []string{"Underutilized/delete [src]"},
+			in:     skipping(pendingBeside(viaPacker)),
+			want:   []string{"Underutilized/delete [src]"},
 		},
 		{
 			name:   "drift moves pods onto a settling node",
