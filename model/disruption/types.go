@@ -267,9 +267,10 @@ type Options struct {
 	// repair may still use it. Off by default: on mixed-600 it kept the
 	// nodes that had just taken evicted pods, which are where the next
 	// moves put theirs, from taking more, so deletes became spot→spot
-	// replacements (79 commands in the five minutes where the run before
-	// took 35, 27 of them refused at admission) and the scale-down ended
-	// at 1.17× a fresh plan, over its 1.15×.
+	// replacements: one run took 78 commands in the five minutes where the
+	// run before took 35, 27 of them refused at admission, and ended at
+	// 1.17× a fresh plan, over its 1.15×; the next got under 1.15× only
+	// after 4 min 17 s (README, session 33).
 	SkipSettlingDestinations bool
 	// RepairToleration is how long Ready may be False/Unknown on an
 	// initialized node before it is replaced. 0 means DefaultRepairToleration.
