@@ -304,6 +304,16 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		InstanceType: canonical[scheduling.LabelInstanceType], Zone: canonical[scheduling.LabelZone],
 		CapacityType: canonical[scheduling.LabelCapacityType], Deleting: node.DeletionTimestamp != nil,
 	}
+	ps := w.pools[canonical[scheduling.LabelNodePool]]
+	if claim != "" {
+		// A Node starting up sheds its ephemeral and startup taints soon,
+		// as provisioning sees it: its room is there for the pods that come
+		// first (pending, or from nodes leaving), and a decision whose moved
+		// pods it alone would hold waits for it (see disruption's closedTo),
+		// as Karpenter's simulation ignores those taints and then refuses
+		// the decision.
+		n.Taints = w.schedulingTaints(node, ps)
+	}
 	if node.Spec.Unschedulable && !slices.ContainsFunc(n.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnschedulable }) {
 		n.Taints = append(slices.Clip(n.Taints), corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
 	}
@@ -326,7 +336,6 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 		}
 	}
 	n.LastPodEventAt = last
-	ps := w.pools[canonical[scheduling.LabelNodePool]]
 	if claim == "" || canonical[scheduling.LabelNodePool] == "" {
 		return n // not Millwright's: capacity only
 	}

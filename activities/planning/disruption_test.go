@@ -26,9 +26,16 @@ import (
 // consolidateAfter.
 func newDisruptionPlanner(t *testing.T) *Planner {
 	t.Helper()
+	return newDisruptionPlannerAfter(t, time.Hour)
+}
+
+// newDisruptionPlannerAfter reads the live cluster with a clock ahead by
+// ahead.
+func newDisruptionPlannerAfter(t *testing.T, ahead time.Duration) *Planner {
+	t.Helper()
 	p, err := New(Config{
 		Cluster: testClusterName, State: NewAPIState(testClientset, testDynamic), InstanceTypes: testProvider,
-		Clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour)), Logger: zaptest.NewLogger(t),
+		Clock: clocktesting.NewFakeClock(time.Now().Add(ahead)), Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +163,60 @@ func TestComputeCommandsConsolidatesIdleNodes(t *testing.T) {
 	resp = computeCommands(t, planner, activities.ComputeCommandsRequest{})
 	if v, ok := verdictOf(resp, current); !ok || v.Drifted != "" {
 		t.Errorf("node stamped at launch: verdict %+v, want no drift", v)
+	}
+}
+
+// A Node still starting up (not yet registered by its workflow, within the
+// registration timeout) takes none of the pods consolidation moves: the
+// pod of a node that could otherwise only be deleted has no other place,
+// so the decision waits for the new node (Karpenter: "would schedule
+// against uninitialized nodeclaim"), once it is initialized it goes.
+// Read as provisioning reads it, the new node's room is there in spite of
+// its unregistered taint, which it sheds at registration.
+func TestComputeCommandsWaitsForNodesStartingUp(t *testing.T) {
+	requireStack(t)
+	// Past the candidate's nomination window (20 s after Ready), within
+	// the new node's registration timeout.
+	planner := newDisruptionPlannerAfter(t, time.Minute)
+	ns := clustertesting.CreateNamespace(t, testClientset, "disruption")
+	pool := newPool(createNodeClass(t)).onDemandTypes("m5.large").
+		mutate(func(np *apisv1.NodePool) { np.Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "100%"}} }).create(t)
+	candidate := millwrightNode(pool, "m5.large", "2", "8Gi").createReady(t)
+	pod := newPod(ns, clustertesting.UniqueName("app"), "1", "1Gi").selectPool(pool).bindTo(candidate).create(t)
+	starting := millwrightNode(pool, "m5.large", "2", "8Gi").taint(activities.UnregisteredTaintKey, corev1.TaintEffectNoExecute).create(t)
+	// A pod that keeps the new node from being a candidate once it is
+	// initialized (empty, it would be deleted itself); it tolerates the
+	// unregistered taint, which would otherwise evict it (NoExecute).
+	kept := newPod(ns, clustertesting.UniqueName("kept"), "500m", "1Gi").selectPool(pool).tolerate(activities.UnregisteredTaintKey).bindTo(starting)
+	kept.pod.Annotations = map[string]string{apisv1.AnnotationKarpenterDoNotDisrupt: "true"}
+	kept.create(t)
+
+	resp := computeCommands(t, planner, activities.ComputeCommandsRequest{})
+	if cmds := commandsOfPool(resp, pool); len(cmds) != 0 {
+		t.Fatalf("commands %+v, want none while %s starts up", cmds, starting)
+	}
+	want := "Not all pods would schedule, pod " + podKey(pod) + " would schedule against uninitialized node/" + starting
+	if v, ok := verdictOf(resp, candidate); !ok || v.Message != want {
+		t.Errorf("verdict of %s = %+v, want %q", candidate, v, want)
+	}
+	if v, ok := verdictOf(resp, starting); !ok || !strings.HasPrefix(v.Message, "node isn't initialized") {
+		t.Errorf("verdict of %s = %+v, want it not initialized", starting, v)
+	}
+
+	// Registered and Ready: the node workflow's initialized label.
+	initialized, err := testClientset.CoreV1().Nodes().Get(t.Context(), starting, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialized.Spec.Taints = nil
+	initialized.Labels[apisv1.LabelNodeInitialized] = "true"
+	if _, err := testClientset.CoreV1().Nodes().Update(t.Context(), initialized, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp = computeCommands(t, planner, activities.ComputeCommandsRequest{})
+	cmds := commandsOfPool(resp, pool)
+	if len(cmds) != 1 || cmds[0].Kind != disruption.KindDelete || cmds[0].Candidates[0].NodeName != candidate {
+		t.Errorf("commands %+v, want %s deleted once %s is initialized (verdicts %+v)", cmds, candidate, starting, resp.Verdicts)
 	}
 }
 

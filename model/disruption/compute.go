@@ -206,7 +206,7 @@ func (c *computation) nominateFor(pods []*corev1.Pod, why string) {
 			placed = r.Placements
 		}
 	} else {
-		placed, _ = c.quickFit(pods, usable, nil)
+		placed, _, _ = c.quickFit(pods, usable, nil, closedTo{})
 	}
 	for _, pl := range placed {
 		if ni := c.managed[pl.Node]; ni != nil && ni.blocked == "" {

@@ -112,16 +112,11 @@ func TestConsolidation(t *testing.T) {
 	}
 	noSpotToSpot := func(in disruption.Input) disruption.Input { in.Options.DisableSpotToSpot = true; return in }
 	spotPool := pool("default", launchTypes(manySpotTypes(20)), spotLaunches)
-	inFlight := func(in disruption.Input, n packer.Node) disruption.Input {
-		in.InFlight = append(in.InFlight, n)
-		return in
-	}
 	pending := func(in disruption.Input, p ...*corev1.Pod) disruption.Input {
 		in.PendingPods = append(in.PendingPods, p...)
 		return in
 	}
 	validation := func(in disruption.Input) disruption.Input { in.Validation = true; return in }
-	threeCPU, _ := scheduling.ParseResources("cpu", "3", "memory", "12Gi", "pods", "100")
 
 	runCases(t, []computeCase{
 		{
@@ -216,13 +211,6 @@ func TestConsolidation(t *testing.T) {
 				node("n1", "default", "c.large", running(pod("a", "3", "1Gi"))),
 				node("n2", "default", "c.medium", running(pod("b", "3", "1Gi")))),
 			want: []string{"Underutilized/replace [n1] → [c.medium/on-demand]"},
-		},
-		{
-			name:   "pods may move onto in-flight capacity",
-			source: "consolidation_test.go: Delete / can delete nodes, considers in-flight nodeclaims",
-			in: inFlight(input(pools(pool("default")), node("n1", "default", "c.medium", running(pod("a", "1", "1Gi")))),
-				packer.Node{Name: "claim-1", NodePool: "default", Labels: map[string]string{apisv1.LabelNodePool: "default"}, Available: threeCPU}),
-			want: []string{"Underutilized/delete [n1]"},
 		},
 		{
 			name:   "pending pods take free room before a candidate's pods",

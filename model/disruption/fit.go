@@ -55,9 +55,9 @@ func (c *computation) requests(pod *corev1.Pod) scheduling.Resources { return c.
 // (anti-)affinity: then nothing but a node's own room and labels decides
 // whether a pod fits it, and the nodes need no re-preparation per
 // simulation (with topology the packer places them, first fit). The pods
-// barred names go on no settling node. It returns the placements and the
-// pods left over.
-func (c *computation) quickFit(pods []*corev1.Pod, usable []int, barred map[*corev1.Pod]bool) ([]packer.Placement, []*corev1.Pod) {
+// barred names go on no node closed names. It returns the placements, the
+// pods left over and the room the placements took on each node.
+func (c *computation) quickFit(pods []*corev1.Pod, usable []int, barred map[*corev1.Pod]bool, closed closedTo) ([]packer.Placement, []*corev1.Pod, map[int]scheduling.Resources) {
 	cp := c.capacity
 	order := make([]*corev1.Pod, len(pods))
 	copy(order, pods)
@@ -79,7 +79,7 @@ func (c *computation) quickFit(pods []*corev1.Pod, usable []int, barred map[*cor
 			if f.bad {
 				break
 			}
-			if keepOff && cp.settling[i] {
+			if keepOff && closed.node(i) {
 				continue
 			}
 			avail := cp.nodes[i].Available.Sub(used[i])
@@ -97,7 +97,7 @@ func (c *computation) quickFit(pods []*corev1.Pod, usable []int, barred map[*cor
 		used[best] = used[best].Add(f.req)
 		placements = append(placements, packer.Placement{Pod: pod, Node: cp.nodes[best].Name})
 	}
-	return placements, left
+	return placements, left, used
 }
 
 // leastAllocatedScore is kube-scheduler's NodeResourcesFit LeastAllocated

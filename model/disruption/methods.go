@@ -36,7 +36,7 @@ func (c *computation) repair() {
 			ni.refused = fmt.Sprintf("more than %s nodes are unhealthy in the nodepool", pct.String())
 			continue
 		}
-		sim := c.simulate([]*nodeInfo{ni}, launchAny, math.Inf(1))
+		sim := c.simulate([]*nodeInfo{ni}, launchRepair, math.Inf(1))
 		// A broken node goes even if some of its pods find no place.
 		cmd := c.replaceOrDelete(ReasonUnhealthy, []*nodeInfo{ni}, sim.newNodes)
 		cmd.Message = fmt.Sprintf("Unhealthy: %s", ni.unhealthy)
@@ -368,6 +368,10 @@ func (c *computation) consolidateToOne(cands []*nodeInfo) (*consolidation, strin
 	switch {
 	case unpriced != "":
 		return nil, unpriced
+	case sim.uninitialized:
+		// Karpenter's Unconsolidatable event for a plan that needs a node
+		// not initialized yet.
+		return nil, "Not all pods would schedule, " + sim.failed
 	case sim.failed != "" && strings.Contains(sim.failed, "minValues"):
 		// The types cheaper than the candidates cannot span the pool's
 		// minValues (the packer plans launches that do).

@@ -32,6 +32,10 @@ type capacity struct {
 	// consolidateAfter since their last pod event: consolidation moves no
 	// pods onto them (Options.SkipSettlingDestinations).
 	settling []bool
+	// uninitialized marks the nodes (by index into nodes) not initialized
+	// yet: in flight, or registered but not Ready with their startup taints
+	// gone. Only the pods that come first may go onto them (see closedTo).
+	uninitialized []bool
 	// avoided holds the room of the outliers (by index into nodes), which
 	// meanwhile have none: no simulation moves pods onto them.
 	avoided map[int]scheduling.Resources
@@ -87,10 +91,12 @@ func (c *computation) buildCapacity() {
 		}
 		cp.add(c.packerNode(n), n.Allocatable)
 		cp.settling[len(cp.nodes)-1] = c.settling(n)
+		cp.uninitialized[len(cp.nodes)-1] = !n.Initialized
 	}
 	for _, n := range c.in.InFlight {
 		n.InFlight = true
 		cp.add(n, n.Available)
+		cp.uninitialized[len(cp.nodes)-1] = true
 	}
 	for _, pod := range c.in.PendingPods {
 		if hasTopology(pod) {
@@ -127,6 +133,7 @@ func (cp *capacity) add(n packer.Node, allocatable scheduling.Resources) {
 	cp.labels = append(cp.labels, labels)
 	cp.excluded = append(cp.excluded, false)
 	cp.settling = append(cp.settling, false)
+	cp.uninitialized = append(cp.uninitialized, false)
 }
 
 // settling reports whether consolidation must not move pods onto the
@@ -146,35 +153,102 @@ func (c *computation) settling(n *Node) bool {
 	return !never && after > 0 && c.in.Now.Sub(n.lastPodEvent()) < after
 }
 
-// anySettling reports whether a node of usable is settling.
-func (cp *capacity) anySettling(usable []int) bool {
-	return cp.countSettling(usable) > 0
+// closedTo says which nodes take none of the pods a simulation moves (the
+// pods that come first, pending or from nodes already leaving, may use
+// them):
+//   - nodes not initialized yet, in every simulation but repair's: Karpenter's
+//     SimulateScheduling refuses a consolidation or drift whose moved pods
+//     would land on one ("would schedule against uninitialized nodeclaim"),
+//     since it may never become Ready and kube-scheduler places nothing on it
+//     until it is;
+//   - settling nodes, in consolidation's simulations only, when
+//     Options.SkipSettlingDestinations is on.
+type closedTo struct {
+	cp            *capacity
+	settling      bool
+	uninitialized bool
 }
 
-func (cp *capacity) countSettling(usable []int) int {
+// closedFor is which nodes a simulation in mode must keep moved pods off.
+func (cp *capacity) closedFor(mode launchMode) closedTo {
+	return closedTo{cp: cp, settling: mode != launchAny && mode != launchRepair, uninitialized: mode != launchRepair}
+}
+
+// node reports whether node i is closed to moved pods.
+func (k closedTo) node(i int) bool {
+	return (k.settling && k.cp.settling[i]) || (k.uninitialized && k.cp.uninitialized[i])
+}
+
+// any reports whether a node of usable is closed to moved pods.
+func (k closedTo) any(usable []int) bool {
+	for _, i := range usable {
+		if k.node(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// countSettling is how many nodes of usable are closed for settling.
+func (k closedTo) countSettling(usable []int) int {
 	n := 0
 	for _, i := range usable {
-		if cp.settling[i] {
+		if k.settling && k.cp.settling[i] {
 			n++
 		}
 	}
 	return n
 }
 
-// settlingText adds to why pods found no place that settling nodes took
+// closedText adds to why pods found no place that settling nodes took
 // none of them.
-func settlingText(settling int) string {
-	return fmt.Sprintf("; %d node(s) within their consolidateAfter take no moved pods", settling)
+func (k closedTo) closedText(usable []int) string {
+	if n := k.countSettling(usable); n > 0 {
+		return fmt.Sprintf("; %d node(s) within their consolidateAfter take no moved pods", n)
+	}
+	return ""
 }
 
-// settlingTaint is put on settling nodes in the packer's view of a
-// consolidation simulation; the pods that come first (pending, or from
-// nodes already leaving) tolerate it and the moved pods do not, which is
-// how the packer, which knows nothing of consolidation, keeps the moved
-// pods off those nodes.
-var settlingTaint = corev1.Taint{Key: "millwright.dev/simulation-settling", Effect: corev1.TaintEffectNoSchedule}
+// uninitializedHolder is the first node not yet initialized among usable
+// that has room (less used) and suits pod: where Karpenter's scheduler,
+// which tries existing nodes (initialized ones first) before new ones,
+// would have put a moved pod no initialized node holds.
+func (c *computation) uninitializedHolder(pod *corev1.Pod, usable []int, used map[int]scheduling.Resources) (*packer.Node, bool) {
+	cp := c.capacity
+	f := c.factsOf(pod)
+	if f.bad {
+		return nil, false
+	}
+	for _, i := range usable {
+		if !cp.uninitialized[i] {
+			continue
+		}
+		if f.req.Fits(cp.nodes[i].Available.Sub(used[i])) && c.suits(pod, f, i) {
+			return &cp.nodes[i], true
+		}
+	}
+	return nil, false
+}
 
-// tolerating is pod with settlingTaint tolerated (a copy, made once per
+// uninitializedText is why a simulation refuses pods that only a node not
+// yet initialized would hold, in Karpenter's words (an in-flight node is
+// named by its NodeClaim).
+func uninitializedText(pod *corev1.Pod, n *packer.Node) string {
+	kind := "node"
+	if n.InFlight {
+		kind = "nodeclaim"
+	}
+	return fmt.Sprintf("pod %s would schedule against uninitialized %s/%s", podKey(pod), kind, n.Name)
+}
+
+// closedTaint is put on closed nodes in the packer's view of a
+// simulation; the pods that come first (pending, or from nodes already
+// leaving) tolerate it and the moved pods do not, which is how the packer,
+// which knows nothing of consolidation, keeps the moved pods off those
+// nodes.
+var closedTaint = corev1.Taint{Key: "millwright.dev/simulation-closed", Effect: corev1.TaintEffectNoSchedule}
+
+// tolerating is pod with closedTaint tolerated (a copy, made once per
 // Compute).
 func (c *computation) tolerating(pod *corev1.Pod) *corev1.Pod {
 	if t, ok := c.tolerant[pod]; ok {
@@ -182,7 +256,7 @@ func (c *computation) tolerating(pod *corev1.Pod) *corev1.Pod {
 	}
 	// A shallow copy: the packer only reads pods.
 	t := *pod
-	t.Spec.Tolerations = append(slices.Clip(pod.Spec.Tolerations), corev1.Toleration{Key: settlingTaint.Key, Operator: corev1.TolerationOpExists})
+	t.Spec.Tolerations = append(slices.Clip(pod.Spec.Tolerations), corev1.Toleration{Key: closedTaint.Key, Operator: corev1.TolerationOpExists})
 	if c.tolerant == nil {
 		c.tolerant = map[*corev1.Pod]*corev1.Pod{}
 	}
@@ -266,8 +340,12 @@ const (
 	// launchOneCheaper: at most one new node per pool, of an instance type
 	// cheaper than maxPrice that holds them all (consolidation replace).
 	launchOneCheaper
-	// launchAny: as many nodes as the pods need (drift, repair).
+	// launchAny: as many nodes as the pods need (drift).
 	launchAny
+	// launchRepair: as launchAny, for a broken node, whose pods may also go
+	// onto nodes not initialized yet (Karpenter's repair simulates nothing:
+	// the node goes whatever becomes of its pods).
+	launchRepair
 	// launchSplit: as many nodes as the pods need, of instance types
 	// offered under maxPrice (a split, split.go).
 	launchSplit
@@ -280,6 +358,9 @@ type simulation struct {
 	newNodes   []packer.NodePlan
 	// failed says why not every pod found a place ("" when all did).
 	failed string
+	// uninitialized is set when failed is that a moved pod would need a
+	// node not initialized yet.
+	uninitialized bool
 }
 
 // simulate moves the pods of cands: first onto the remaining nodes (with
@@ -314,14 +395,27 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	for _, pod := range moving {
 		isMoving[pod] = true
 	}
-	// Consolidation moves no pods onto settling nodes; drift and repair
-	// may (Karpenter applies the rule to consolidation's simulations and
-	// validation only).
+	// Moved pods go onto no closed node (closedTo).
+	closed := cp.closedFor(mode)
 	var barred map[*corev1.Pod]bool
-	if mode != launchAny && cp.anySettling(usable) {
+	if closed.any(usable) {
 		barred = isMoving
 	}
-	placed, unplaced := c.quickFit(pods, usable, barred)
+	placed, unplaced, used := c.quickFit(pods, usable, barred, closed)
+	// uninitialized is why the moved pods left over (left) must not launch:
+	// a node not initialized yet would hold one, and Karpenter refuses the
+	// decision rather than plan it a new node.
+	uninitialized := func(left []*corev1.Pod, used map[int]scheduling.Resources) string {
+		if barred == nil || !closed.uninitialized {
+			return ""
+		}
+		for _, pod := range left {
+			if node, ok := c.uninitializedHolder(pod, usable, used); ok {
+				return uninitializedText(pod, node)
+			}
+		}
+		return ""
+	}
 	var topoNodes []packer.Node
 	if topo {
 		// The quick fit ignores topology, so it is only a first sieve: when
@@ -335,11 +429,10 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		}
 		if len(over) > 0 && (mode == launchNothing ||
 			(mode == launchOneCheaper && len(c.launchPools(maxPrice, c.sumRequests(over), c.altsOf(over))) == 0)) {
-			failed := c.unplacedText(over)
-			if barred != nil {
-				failed += settlingText(cp.countSettling(usable))
+			if why := uninitialized(over, used); why != "" {
+				return simulation{failed: why, uninitialized: true}
 			}
-			return simulation{failed: failed}
+			return simulation{failed: c.unplacedText(over) + closed.closedText(usable)}
 		}
 		relevant := c.relevantClasses(pods)
 		topoNodes = make([]packer.Node, 0, len(usable))
@@ -347,8 +440,8 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 			n := cp.nodes[i]
 			// Every node stays, full or not: its labels make the domains.
 			n.Pods = c.relevantPods(n.Pods, relevant)
-			if barred != nil && cp.settling[i] {
-				n.Taints = append(slices.Clip(n.Taints), settlingTaint)
+			if barred != nil && closed.node(i) {
+				n.Taints = append(slices.Clip(n.Taints), closedTaint)
 			}
 			topoNodes = append(topoNodes, n)
 		}
@@ -368,6 +461,12 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		for _, u := range r.Unschedulable {
 			unplaced = append(unplaced, u.Pod)
 		}
+		used = map[int]scheduling.Resources{}
+		for _, pl := range placed {
+			if i, ok := cp.byName[pl.Node]; ok {
+				used[i] = used[i].Add(c.requests(pl.Pod))
+			}
+		}
 	}
 	var s simulation
 	for _, pl := range placed {
@@ -384,20 +483,20 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 	if len(left) == 0 {
 		return s
 	}
+	if why := uninitialized(left, used); why != "" {
+		return simulation{failed: why, uninitialized: true}
+	}
 	var pools []packer.NodePool
 	switch mode {
 	case launchOneCheaper:
 		pools = c.launchPools(maxPrice, c.sumRequests(left), c.altsOf(left))
-	case launchAny:
+	case launchAny, launchRepair:
 		pools = c.launchPools(math.Inf(1), scheduling.Resources{}, nil)
 	case launchSplit:
 		pools = c.splitPools(maxPrice)
 	}
 	if len(pools) == 0 {
-		s.failed = c.unplacedText(left)
-		if barred != nil {
-			s.failed += settlingText(cp.countSettling(usable))
-		}
+		s.failed = c.unplacedText(left) + closed.closedText(usable)
 		return s
 	}
 	// The rest go on new nodes; with topology, beside the remaining nodes
