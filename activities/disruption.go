@@ -83,6 +83,10 @@ type DisruptionNodeState struct {
 	// (model/disruption Node.DecidedAfter). Sent since change
 	// admit-before-later.
 	DecidedLater bool `json:"decidedLater,omitempty"`
+	// DriftedSince: when the disruption workflow first found the node
+	// drifted; drift takes the earliest first (model/disruption
+	// Node.DriftedSince). Sent since change drift-order.
+	DriftedSince time.Time `json:"driftedSince,omitempty"`
 	// ReplacementFor: the node is a replacement launched by this running
 	// disruption command; it is no candidate until the command ends (its
 	// candidates' pods may still be on their way to it).

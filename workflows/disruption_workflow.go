@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -116,6 +117,11 @@ type DisruptionState struct {
 	// Drifted is what each drifted node's workflow was last told
 	// (SignalDrifted), by node claim.
 	Drifted map[string]DriftNotice `json:"drifted,omitempty"`
+	// DriftedSince is when a pass first found each drifted node so, by
+	// node claim (since changeDriftOrder); every decision is told, and
+	// drift takes the earliest first, as Karpenter orders by its Drifted
+	// condition's transition.
+	DriftedSince map[string]time.Time `json:"driftedSince,omitempty"`
 	// Outliers are the Nodes MarkOutliers last tainted (sorted).
 	Outliers []string `json:"outliers,omitempty"`
 }
@@ -520,6 +526,8 @@ func (d *disruption) noticeDrift(verdicts []activities.DisruptionVerdict) {
 	if !changed(d.ctx, changeDriftNotices) {
 		return
 	}
+	since := changed(d.ctx, changeDriftOrder)
+	now := workflow.Now(d.ctx)
 	seen := make(map[string]bool, len(verdicts))
 	var sent []workflow.Future
 	var sentTo []string
@@ -531,6 +539,9 @@ func (d *disruption) noticeDrift(verdicts []activities.DisruptionVerdict) {
 		want := DriftNotice{Kind: v.DriftKind, Message: v.Drifted}
 		if want.Kind == "" && want.Message != "" {
 			want.Kind = string(ReasonDrifted)
+		}
+		if since {
+			d.noteDriftedSince(v.NodeClaimName, want.Kind != "", now)
 		}
 		if want == d.state.Drifted[v.NodeClaimName] || len(sent) >= maxDriftNoticesPerPass {
 			continue
@@ -550,6 +561,11 @@ func (d *disruption) noticeDrift(verdicts []activities.DisruptionVerdict) {
 	for claim := range d.state.Drifted {
 		if !seen[claim] {
 			delete(d.state.Drifted, claim)
+		}
+	}
+	for claim := range d.state.DriftedSince {
+		if !seen[claim] {
+			delete(d.state.DriftedSince, claim)
 		}
 	}
 	for i, f := range sent {
@@ -603,18 +619,52 @@ func (d *disruption) ledgerRequest(admission bool, except string) activities.Com
 			request.Nodes = append(request.Nodes, state)
 		}
 	}
-	if !changed(d.ctx, changeReplacementsHeld) {
-		return request
+	if changed(d.ctx, changeReplacementsHeld) {
+		for _, command := range d.state.Running {
+			if command.ID == except {
+				continue
+			}
+			for _, claim := range command.Replacements {
+				request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, ReplacementFor: command.ID})
+			}
+		}
 	}
-	for _, command := range d.state.Running {
-		if command.ID == except {
+	d.withDriftedSince(&request)
+	return request
+}
+
+// noteDriftedSince keeps when claim was first found drifted while it is.
+func (d *disruption) noteDriftedSince(claim string, drifted bool, now time.Time) {
+	if !drifted {
+		delete(d.state.DriftedSince, claim)
+		return
+	}
+	if _, known := d.state.DriftedSince[claim]; known {
+		return
+	}
+	if d.state.DriftedSince == nil {
+		d.state.DriftedSince = map[string]time.Time{}
+	}
+	d.state.DriftedSince[claim] = now
+}
+
+// withDriftedSince tells request when each drifted node was first found
+// so, beside what the ledger says of it.
+func (d *disruption) withDriftedSince(request *activities.ComputeCommandsRequest) {
+	if len(d.state.DriftedSince) == 0 {
+		return
+	}
+	at := make(map[string]int, len(request.Nodes))
+	for i, n := range request.Nodes {
+		at[n.NodeClaimName] = i
+	}
+	for _, claim := range slices.Sorted(maps.Keys(d.state.DriftedSince)) {
+		if i, ok := at[claim]; ok {
+			request.Nodes[i].DriftedSince = d.state.DriftedSince[claim]
 			continue
 		}
-		for _, claim := range command.Replacements {
-			request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, ReplacementFor: command.ID})
-		}
+		request.Nodes = append(request.Nodes, activities.DisruptionNodeState{NodeClaimName: claim, DriftedSince: d.state.DriftedSince[claim]})
 	}
-	return request
 }
 
 func (d *disruption) holdsAny(command activities.DisruptionCommand) bool {

@@ -287,6 +287,57 @@ func TestDisruptionWorkflowTellsNodesTheirDrift(t *testing.T) {
 	}
 }
 
+// TestDisruptionWorkflowTellsDecisionsWhenNodesDrifted: every pass after
+// the one that first found a node drifted tells ComputeCommands when that
+// was (drift takes the earliest drifted first), the same time while the
+// node stays drifted, and nothing once it no longer is.
+func TestDisruptionWorkflowTellsDecisionsWhenNodesDrifted(t *testing.T) {
+	h := newHarness(t, DisruptionWorkflowID(testCluster))
+	captureSignals(h)
+	var mu sync.Mutex
+	var requests []activities.ComputeCommandsRequest
+	var passes []time.Time
+	env := h.env
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ComputeCommandsRequest) (activities.ComputeCommandsResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		requests = append(requests, req)
+		passes = append(passes, env.Now())
+		v := activities.DisruptionVerdict{NodeClaimName: "default-a", NodeName: "node-a", NodePool: "default", Command: -1}
+		if n := len(requests); n >= 2 && n <= 4 {
+			v.Drifted, v.DriftKind = "AMI ami-a → ami-b", "AMIDrift"
+		}
+		return activities.ComputeCommandsResponse{Verdicts: []activities.DisruptionVerdict{v}}, nil
+	}, activity.RegisterOptions{Name: activities.ComputeCommandsActivity})
+	h.at(time.Hour, func() { h.env.CancelWorkflow() })
+	h.env.ExecuteWorkflow(DisruptionWorkflowType, DisruptionInput{Cluster: testCluster})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(requests) < 6 {
+		t.Fatalf("%d passes in an hour, want at least 6", len(requests))
+	}
+	since := func(req activities.ComputeCommandsRequest) time.Time {
+		for _, n := range req.Nodes {
+			if n.NodeClaimName == "default-a" {
+				return n.DriftedSince
+			}
+		}
+		return time.Time{}
+	}
+	// Pass 2 found it drifted; passes 3 to 5 are told so (5 finds it no
+	// longer drifted), pass 6 is not.
+	for i, req := range requests[:6] {
+		want := time.Time{}
+		if i >= 2 && i <= 4 {
+			want = passes[1]
+		}
+		if got := since(req); !got.Equal(want) {
+			t.Errorf("pass %d: drifted since %v, want %v", i+1, got, want)
+		}
+	}
+}
+
 // TestPassAfterStartUsesTheRestOfTheBudget: a pass that started a command
 // is followed by another at once (Karpenter requeues at once after a
 // command), with the new command's candidates reserved, so a second

@@ -303,6 +303,12 @@ const (
 	// drain waited on budgets until the pool's terminationGracePeriod, or
 	// for ever without one.
 	changeRepairForced changeID = "repair-forced"
+	// changeDriftOrder (disruption_workflow.go noticeDrift, ledgerRequest):
+	// the disruption workflow keeps when each node was first found drifted
+	// (DisruptionState.DriftedSince) and tells every ComputeCommands, so
+	// drift takes the earliest drifted first, as Karpenter does. Before,
+	// drifted nodes went cheapest to disrupt first.
+	changeDriftOrder changeID = "drift-order"
 )
 
 // changed reports whether this run takes id's new path. It is true when the

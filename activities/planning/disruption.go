@@ -379,6 +379,7 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 			n.Uncharged, n.Waiting = true, true
 		}
 		n.Deleting = n.Deleting || s.Deleting
+		n.DriftedSince = s.DriftedSince
 		if s.ReplacementFor != "" {
 			n.ReplacementFor = s.ReplacementFor
 		}

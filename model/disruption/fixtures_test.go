@@ -209,6 +209,7 @@ func replacementFor(command string) nodeOpt {
 }
 func lastPodEvent(t time.Time) nodeOpt { return func(n *disruption.Node) { n.LastPodEventAt = t } }
 func createdAt(t time.Time) nodeOpt    { return func(n *disruption.Node) { n.CreatedAt = t } }
+func driftedSince(t time.Time) nodeOpt { return func(n *disruption.Node) { n.DriftedSince = t } }
 func launchedByConsolidation(t time.Time) nodeOpt {
 	return func(n *disruption.Node) { n.LaunchedByConsolidationAt = t }
 }

@@ -44,8 +44,9 @@ func (c *computation) repair() {
 	}
 }
 
-// drift replaces drifted nodes, empty ones first, up to the Drifted
-// budget; each is simulated like a consolidation but need not be cheaper.
+// drift replaces drifted nodes, empty ones first and then the earliest
+// drifted (Karpenter's order), up to the Drifted budget; each is simulated
+// like a consolidation but need not be cheaper.
 // Under a terminationGracePeriod, pods that block eviction do not stop it
 // (Karpenter's eventual disruption).
 func (c *computation) drift() {
@@ -62,6 +63,10 @@ func (c *computation) drift() {
 	sort.SliceStable(cands, func(i, j int) bool {
 		if a, b := cands[i].empty(), cands[j].empty(); a != b {
 			return a
+		}
+		if a, b := cands[i].node.DriftedSince, cands[j].node.DriftedSince; !a.Equal(b) {
+			// Unknown (zero) is this pass: the latest.
+			return !a.IsZero() && (b.IsZero() || a.Before(b))
 		}
 		return c.cheaperToDisrupt(cands[i], cands[j])
 	})

@@ -296,6 +296,31 @@ func TestDrift(t *testing.T) {
 			want: []string{"Drifted/delete [n2]"},
 		},
 		{
+			name:   "drift takes the earliest drifted non-empty node first",
+			source: "drift_test.go: should drift one non-empty node at a time, starting with the earliest drift",
+			in: in(pool("default", budgets(budget("1", apisv1.DisruptionReasonDrifted), budget("100%")), consolidateAfter("Never")),
+				node("n1", "default", "c.large", busy, stamped("old", ""), driftedSince(now.Add(-time.Minute))),
+				node("n2", "default", "c.large", running(pods(2, "b", "1", "1Gi")...), stamped("old", ""), driftedSince(now.Add(-time.Hour)))),
+			// n2's pods fit on n1; by name n1 would go first.
+			want: []string{"Drifted/delete [n2]"},
+		},
+		{
+			name:   "a node found drifted before takes its turn before one found now",
+			source: "drift_test.go: should drift one non-empty node at a time, starting with the earliest drift (the other found drifted by this pass)",
+			in: in(pool("default", budgets(budget("1", apisv1.DisruptionReasonDrifted), budget("100%")), consolidateAfter("Never")),
+				node("n1", "default", "c.large", busy, stamped("old", "")),
+				node("n2", "default", "c.large", running(pods(2, "b", "1", "1Gi")...), stamped("old", ""), driftedSince(now.Add(-time.Minute)))),
+			want: []string{"Drifted/delete [n2]"},
+		},
+		{
+			name:   "an empty drifted node still goes before an earlier drifted busy one",
+			source: "drift_test.go: should drift empty nodes before non-empty nodes",
+			in: in(pool("default", budgets(budget("1", apisv1.DisruptionReasonDrifted), budget("100%")), consolidateAfter("Never")),
+				node("n1", "default", "c.large", busy, stamped("old", ""), driftedSince(now.Add(-time.Hour))),
+				node("n2", "default", "c.large", stamped("old", ""), driftedSince(now.Add(-time.Minute)))),
+			want: []string{"Drifted/delete [n2]"},
+		},
+		{
 			name:     "a do-not-disrupt pod holds a drifted node",
 			source:   "drift_test.go: should not disrupt nodes with do-not-disrupt pods",
 			in:       in(pool("default", consolidateAfter("Never")), node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"))), stamped("old", ""))),

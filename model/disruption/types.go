@@ -115,6 +115,11 @@ type Node struct {
 	// LastPodEventAt is the last time a pod was bound to or removed from
 	// the node (its creation when none): consolidateAfter counts from it.
 	LastPodEventAt time.Time
+	// DriftedSince is when the disruption workflow first found the node
+	// drifted (zero: not drifted, or found so by this computation): drift
+	// takes the earliest drifted first, as Karpenter orders by its
+	// Drifted condition's transition.
+	DriftedSince time.Time
 	// LaunchedByConsolidationAt is set when the node is the replacement of a
 	// consolidation command: it is not consolidated again before its own
 	// consolidateAfter has passed from then (anti-churn).
