@@ -5,11 +5,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/millwright/millwright/model/apis/v1"
 	"github.com/millwright/millwright/model/disruption"
-	"github.com/millwright/millwright/model/scheduling"
 )
 
 // With Options.SkipSettlingDestinations, a node still within its pool's
@@ -29,12 +27,7 @@ func TestConsolidationKeepsMovedPodsOffSettlingNodes(t *testing.T) {
 		return node("src", "default", "c.small", running(pod("s", "500m", "1Gi", opts...)))
 	}
 	oneMinute := pool("default", consolidateAfter("1m"))
-	// Some pod's required anti-affinity (selecting nothing) sends the
-	// simulation through the packer instead of the quick fit.
-	viaPacker := func(p *corev1.Pod) {
-		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			TopologyKey: scheduling.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "none"}}}}}}
-	}
+	viaPacker := throughPacker
 	skipping := func(in disruption.Input) disruption.Input {
 		in.Options.SkipSettlingDestinations = true
 		return in

@@ -28,7 +28,7 @@ type Kind string
 
 const (
 	// KindDelete drains and terminates the candidates; their pods fit on
-	// the remaining and in-flight nodes.
+	// the remaining initialized nodes.
 	KindDelete Kind = "delete"
 	// KindReplace launches Command.Replacements first, waits until they are
 	// initialized, then drains and terminates the candidates.
@@ -50,8 +50,9 @@ type Input struct {
 	// place them too (they compete for the room candidates' pods need).
 	PendingPods []*corev1.Pod
 	// InFlight are nodes launched (or launching) whose Node has not
-	// registered: capacity pods may be simulated onto (packer.Node with
-	// InFlight set, its pods already out of Available).
+	// registered: capacity the pods that come first (pending, or from
+	// nodes leaving) may be simulated onto, not the pods a decision moves
+	// (packer.Node with InFlight set, its pods already out of Available).
 	InFlight []packer.Node
 	// DaemonSetPods are one pod per DaemonSet (as the planner builds them):
 	// their requests count against a replacement's allocatable.
