@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/millwright/millwright/activities"
 	"github.com/millwright/millwright/activities/events"
@@ -295,7 +296,7 @@ func nodeClassState(nc *apisv1.EC2NodeClass) *disruption.NodeClass {
 // disruptionNode is a Node as the decision sees it; what the node
 // workflow reported (states) wins over what the Node suggests.
 func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map[string]activities.DisruptionNodeState, admission, validatingWait bool,
-	blocking func(*corev1.Pod) []string, window time.Duration) disruption.Node {
+	blocking func(*corev1.Pod) ([]string, bool), window time.Duration) disruption.Node {
 	canonical := scheduling.CanonicalLabels(node.Labels)
 	claim := node.Labels[activities.NodeClaimLabel]
 	n := disruption.Node{
@@ -325,7 +326,8 @@ func (w *world) disruptionNode(node *corev1.Node, pods []*corev1.Pod, states map
 	n.Conditions = node.Status.Conditions
 	last := n.CreatedAt
 	for _, pod := range pods {
-		n.Pods = append(n.Pods, disruption.Pod{Pod: pod, PDBBlocked: blocking(pod)})
+		blocked, always := blocking(pod)
+		n.Pods = append(n.Pods, disruption.Pod{Pod: pod, PDBBlocked: blocked, PDBAlwaysBlocks: always})
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(last) {
 				last = c.LastTransitionTime.Time
@@ -418,8 +420,11 @@ func later(a, b time.Time) time.Time {
 
 // pdbIndex returns, for a pod, the PodDisruptionBudgets that block its
 // eviction: its one matching PDB when that allows no disruption now, or
-// all of them when several match (the Eviction API refuses those).
-func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
+// all of them when several match (the Eviction API refuses those); and
+// whether they always will (Karpenter's fully blocking PDBs: several, or
+// one whose spec allows none, maxUnavailable 0 or "0%" or minAvailable
+// "100%").
+func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) (blocked []string, always bool) {
 	type entry struct {
 		name     string
 		selector labels.Selector
@@ -428,6 +433,8 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		// under which a pod that is not Ready is evicted whatever the
 		// budget allows.
 		alwaysAllowUnhealthy bool
+		// none: the spec allows no eviction, whatever the pods' health.
+		none bool
 	}
 	byNamespace := map[string][]entry{}
 	for _, pdb := range pdbs {
@@ -440,14 +447,15 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		}
 		always := pdb.Spec.UnhealthyPodEvictionPolicy != nil && *pdb.Spec.UnhealthyPodEvictionPolicy == policyv1.AlwaysAllow
 		byNamespace[pdb.Namespace] = append(byNamespace[pdb.Namespace],
-			entry{name: pdb.Namespace + "/" + pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed, alwaysAllowUnhealthy: always})
+			entry{name: pdb.Namespace + "/" + pdb.Name, selector: sel, allowed: pdb.Status.DisruptionsAllowed, alwaysAllowUnhealthy: always,
+				none: allowsNoEviction(pdb.Spec)})
 	}
-	return func(pod *corev1.Pod) []string {
+	return func(pod *corev1.Pod) ([]string, bool) {
 		if !evictedByDrain(pod) {
 			// The drain never evicts it, so no budget stands in its way
 			// (Karpenter's isEvictable: a static pod's budget does not
 			// block its node).
-			return nil
+			return nil, false
 		}
 		var matched []entry
 		for _, e := range byNamespace[pod.Namespace] {
@@ -457,19 +465,29 @@ func pdbIndex(pdbs []*policyv1.PodDisruptionBudget) func(*corev1.Pod) []string {
 		}
 		switch {
 		case len(matched) == 1 && matched[0].alwaysAllowUnhealthy && podNotReady(pod):
-			return nil
+			return nil, false
 		case len(matched) == 1 && matched[0].allowed <= 0:
-			return []string{matched[0].name}
+			return []string{matched[0].name}, matched[0].none
 		case len(matched) > 1:
 			names := make([]string, len(matched))
 			for i, e := range matched {
 				names[i] = e.name
 			}
 			sort.Strings(names)
-			return names
+			return names, true
 		}
-		return nil
+		return nil, false
 	}
+}
+
+// allowsNoEviction: a budget whose spec can never allow an eviction
+// (Karpenter's isFullyBlocking).
+func allowsNoEviction(spec policyv1.PodDisruptionBudgetSpec) bool {
+	if u := spec.MaxUnavailable; u != nil && ((u.Type == intstr.Int && u.IntVal == 0) || (u.Type == intstr.String && u.StrVal == "0%")) {
+		return true
+	}
+	m := spec.MinAvailable
+	return m != nil && m.Type == intstr.String && m.StrVal == "100%"
 }
 
 // disruptedTaint is the taint a drain puts on its Node.

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/millwright/millwright/activities"
 )
@@ -47,6 +48,10 @@ func TestPDBIndex(t *testing.T) {
 		p.Spec.Tolerations = []corev1.Toleration{{Key: activities.DisruptedTaintKey, Operator: corev1.TolerationOpExists}}
 	}
 	otherNamespace := func(p *corev1.Pod) { p.Namespace = "other" }
+	spec := func(pdb *policyv1.PodDisruptionBudget, minAvailable, maxUnavailable *intstr.IntOrString) *policyv1.PodDisruptionBudget {
+		pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable = minAvailable, maxUnavailable
+		return pdb
+	}
 
 	cases := []struct {
 		name string
@@ -55,12 +60,23 @@ func TestPDBIndex(t *testing.T) {
 		pdbs   []*policyv1.PodDisruptionBudget
 		pod    *corev1.Pod
 		want   []string
+		// always: the budgets never allow the eviction (Karpenter's
+		// fully blocking PDBs).
+		always bool
 	}{
 		{name: "a budget allowing no disruption blocks", source: "suite_test.go: should not consider candidates that have fully blocking PDBs",
 			pdbs: []*policyv1.PodDisruptionBudget{budget("web", 0, nil)}, pod: web(ready), want: []string{"default/web"}},
 		{name: "a budget allowing one does not", pdbs: []*policyv1.PodDisruptionBudget{budget("web", 1, nil)}, pod: web(ready)},
 		{name: "two budgets block whatever they allow", source: "suite_test.go: should not consider candidates that have multiple PDBs on the same pod",
-			pdbs: []*policyv1.PodDisruptionBudget{budget("a", 1, nil), budget("b", 1, nil)}, pod: web(ready), want: []string{"default/a", "default/b"}},
+			pdbs: []*policyv1.PodDisruptionBudget{budget("a", 1, nil), budget("b", 1, nil)}, pod: web(ready), want: []string{"default/a", "default/b"}, always: true},
+		{name: "maxUnavailable 0 never allows one", source: "pdb.go isFullyBlocking: maxUnavailable 0",
+			pdbs: []*policyv1.PodDisruptionBudget{spec(budget("web", 0, nil), nil, new(intstr.FromInt32(0)))}, pod: web(ready), want: []string{"default/web"}, always: true},
+		{name: `maxUnavailable "0%" never allows one`, source: `pdb.go isFullyBlocking: maxUnavailable "0%"`,
+			pdbs: []*policyv1.PodDisruptionBudget{spec(budget("web", 0, nil), nil, new(intstr.FromString("0%")))}, pod: web(ready), want: []string{"default/web"}, always: true},
+		{name: `minAvailable "100%" never allows one`, source: `pdb.go isFullyBlocking: minAvailable "100%"`,
+			pdbs: []*policyv1.PodDisruptionBudget{spec(budget("web", 0, nil), new(intstr.FromString("100%")), nil)}, pod: web(ready), want: []string{"default/web"}, always: true},
+		{name: "minAvailable 1 blocks now, not always", source: "pdb.go isFullyBlocking: other budgets allow evictions once pods recover",
+			pdbs: []*policyv1.PodDisruptionBudget{spec(budget("web", 0, nil), new(intstr.FromInt32(1)), nil)}, pod: web(ready), want: []string{"default/web"}},
 		{name: "a budget of another namespace does not", pdbs: []*policyv1.PodDisruptionBudget{budget("web", 0, nil)}, pod: web(otherNamespace)},
 		{name: "AlwaysAllow lets a pod that is not Ready go", source: "consolidation_test.go: can replace nodes, considers PDB policy",
 			pdbs: []*policyv1.PodDisruptionBudget{budget("web", 0, &always)}, pod: web(notReady)},
@@ -76,8 +92,8 @@ func TestPDBIndex(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pdbIndex(tc.pdbs)(tc.pod); !slices.Equal(got, tc.want) {
-				t.Errorf("blocking %v, want %v (%s)", got, tc.want, tc.source)
+			if got, always := pdbIndex(tc.pdbs)(tc.pod); !slices.Equal(got, tc.want) || always != tc.always {
+				t.Errorf("blocking %v (always %t), want %v (always %t) (%s)", got, always, tc.want, tc.always, tc.source)
 			}
 		})
 	}

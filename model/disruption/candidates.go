@@ -96,6 +96,34 @@ func (c *computation) judge(ni *nodeInfo) {
 	}
 }
 
+// withoutStuckPods is ni with only the pods that can leave now moving: a
+// pod with an active do-not-disrupt annotation, or whose budgets never
+// allow its eviction (Pod.PDBAlwaysBlocks), stays until the node's
+// terminationGracePeriod ends, so a drift plans no room for it (Karpenter's
+// IsCurrentlyReschedulable: room launched for it would wait that long).
+// Only a node whose pods block a graceful disruption has such pods.
+func (ni *nodeInfo) withoutStuckPods(now time.Time) *nodeInfo {
+	if ni.podBlocked == "" {
+		return ni
+	}
+	stuck := map[*corev1.Pod]bool{}
+	for _, p := range ni.node.Pods {
+		pod := p.Pod
+		if pod == nil {
+			continue
+		}
+		if _, _, ok := doNotDisrupt(pod.Annotations, podStart(pod), now); ok || p.PDBAlwaysBlocks {
+			stuck[pod] = true
+		}
+	}
+	if len(stuck) == 0 {
+		return ni
+	}
+	out := *ni
+	out.moving = slices.DeleteFunc(slices.Clone(ni.moving), func(pod *corev1.Pod) bool { return stuck[pod] })
+	return &out
+}
+
 // candidate reports whether ni may be disrupted gracefully now.
 func (ni *nodeInfo) candidate() bool {
 	return ni.candidateInAPass() && !ni.bystander
@@ -175,11 +203,7 @@ func podsBlock(pods []Pod, now time.Time) string {
 		if pod == nil || !active(pod) {
 			continue
 		}
-		start := pod.CreationTimestamp.Time
-		if pod.Status.StartTime != nil {
-			start = pod.Status.StartTime.Time
-		}
-		if key, until, ok := doNotDisrupt(pod.Annotations, start, now); ok {
+		if key, until, ok := doNotDisrupt(pod.Annotations, podStart(pod), now); ok {
 			return fmt.Sprintf("pod %s has %q annotation%s", podKey(pod), key, untilText(until))
 		}
 	}
@@ -193,6 +217,15 @@ func podsBlock(pods []Pod, now time.Time) string {
 		return fmt.Sprintf("pdb %s prevents pod evictions (Pod=%s)", p.PDBBlocked[0], podKey(p.Pod))
 	}
 	return ""
+}
+
+// podStart is when a do-not-disrupt duration on pod starts counting: its
+// start, or its creation before it started.
+func podStart(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
 }
 
 // active: not terminal and not being deleted.

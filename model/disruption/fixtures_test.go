@@ -185,6 +185,15 @@ func pdbBlocked(p *corev1.Pod, pdbs ...string) nodeOpt {
 	}
 }
 
+// pdbBlockedAlways binds pods whose eviction the named PDBs never allow
+// (Pod.PDBAlwaysBlocks).
+func pdbBlockedAlways(p *corev1.Pod, pdbs ...string) nodeOpt {
+	return func(n *disruption.Node) {
+		pdbBlocked(p, pdbs...)(n)
+		n.Pods[len(n.Pods)-1].PDBAlwaysBlocks = true
+	}
+}
+
 func annotated(k, v string) nodeOpt {
 	return func(n *disruption.Node) {
 		if n.Annotations == nil {

@@ -81,7 +81,7 @@ func (c *computation) drift() {
 			ni.refused = budgetMessage(ni.pool, ReasonDrifted)
 			continue
 		}
-		sim := c.simulate([]*nodeInfo{ni}, launchAny, math.Inf(1))
+		sim := c.simulate([]*nodeInfo{ni.withoutStuckPods(c.in.Now)}, launchAny, math.Inf(1))
 		if sim.failed != "" {
 			ni.refused = sim.failed
 			continue

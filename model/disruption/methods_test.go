@@ -327,10 +327,33 @@ func TestDrift(t *testing.T) {
 			verdicts: map[string]string{"n1": "do-not-disrupt"},
 		},
 		{
-			name:   "under a terminationGracePeriod blocking pods do not hold drift",
-			source: "drift_test.go: should disrupt nodes with do-not-disrupt pods when terminationGracePeriod is set",
+			name:   "under a terminationGracePeriod blocking pods do not hold drift, and get no room launched",
+			source: "drift_test.go: should not create replacements for drifted nodes that have pods with the karpenter.sh/do-not-disrupt annotation set to true when the NodePool's TerminationGracePeriod is not nil",
 			in: in(pool("default", consolidateAfter("Never"), terminationGracePeriod("1h")),
 				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true"))), stamped("old", ""))),
+			// The pod leaves only when the grace period ends; room
+			// launched for it now would wait that long.
+			want: []string{"Drifted/delete [n1]"},
+		},
+		{
+			name:   "the pods that can leave still get their room",
+			source: "helpers.go SimulateScheduling: only pods that are not currently reschedulable are left out",
+			in: in(pool("default", consolidateAfter("Never"), terminationGracePeriod("1h")),
+				node("n1", "default", "c.large", running(pod("a", "1", "1Gi", podAnnotated(apisv1.AnnotationKarpenterDoNotDisrupt, "true")), pod("b", "1", "1Gi")), stamped("old", ""))),
+			want: []string{"Drifted/replace [n1] → [c.small/on-demand]"},
+		},
+		{
+			name:   "a budget that never allows an eviction: no room launched",
+			source: "drift_test.go: should not create replacements for drifted nodes that have pods with the blocking PDBs when the NodePool's TerminationGracePeriod is not nil",
+			in: in(pool("default", consolidateAfter("Never"), terminationGracePeriod("1h")),
+				node("n1", "default", "c.large", pdbBlockedAlways(pod("a", "1", "1Gi"), "default/web"), stamped("old", ""))),
+			want: []string{"Drifted/delete [n1]"},
+		},
+		{
+			name:   "a budget that allows none now, some later: room launched",
+			source: "pdb.go IsCurrentlyReschedulable: only fully blocking PDBs leave a pod out",
+			in: in(pool("default", consolidateAfter("Never"), terminationGracePeriod("1h")),
+				node("n1", "default", "c.large", pdbBlocked(pod("a", "1", "1Gi"), "default/web"), stamped("old", ""))),
 			want: []string{"Drifted/replace [n1] → [c.small/on-demand]"},
 		},
 	})

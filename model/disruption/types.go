@@ -192,6 +192,14 @@ type Pod struct {
 	// this pod now (Karpenter: "pdb prevents pod evictions"); more than one
 	// matching PDB also blocks (eviction does not support multiple PDBs).
 	PDBBlocked []string
+	// PDBAlwaysBlocks: the budgets blocking the pod never allow its
+	// eviction (several select it, or its one's spec allows none:
+	// maxUnavailable 0 or "0%", minAvailable "100%"; Karpenter's fully
+	// blocking PDBs). Drift under a terminationGracePeriod plans no room
+	// for such a pod, nor for one with an active do-not-disrupt: it leaves
+	// only when the grace period ends, as Karpenter's simulation leaves
+	// out pods that are not currently reschedulable.
+	PDBAlwaysBlocks bool
 }
 
 // NodePool is a NodePool with what disruption needs of it.
