@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -42,6 +43,12 @@ const (
 	// (the rest go with the next passes), so a new AMI drifting every
 	// node does not fill one workflow task.
 	maxDriftNoticesPerPass = 100
+	// maxDriftedSinceSent bounds the drifted nodes a ComputeCommands
+	// request says the drift time of: the earliest ones. The rest come
+	// after them anyway (an unknown time sorts last), and a new AMI
+	// drifting 5,000 nodes would otherwise add ~375 KB to every request
+	// recorded in the history.
+	maxDriftedSinceSent = 500
 )
 
 // InvalidDisruptionInputErrorType fails a disruption workflow started with
@@ -648,8 +655,9 @@ func (d *disruption) noteDriftedSince(claim string, drifted bool, now time.Time)
 	d.state.DriftedSince[claim] = now
 }
 
-// withDriftedSince tells request when each drifted node was first found
-// so, beside what the ledger says of it.
+// withDriftedSince tells request when the earliest drifted nodes (at most
+// maxDriftedSinceSent) were first found so, beside what the ledger says of
+// them.
 func (d *disruption) withDriftedSince(request *activities.ComputeCommandsRequest) {
 	if len(d.state.DriftedSince) == 0 {
 		return
@@ -658,7 +666,13 @@ func (d *disruption) withDriftedSince(request *activities.ComputeCommandsRequest
 	for i, n := range request.Nodes {
 		at[n.NodeClaimName] = i
 	}
-	for _, claim := range slices.Sorted(maps.Keys(d.state.DriftedSince)) {
+	claims := slices.SortedFunc(maps.Keys(d.state.DriftedSince), func(a, b string) int {
+		if c := d.state.DriftedSince[a].Compare(d.state.DriftedSince[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, claim := range claims[:min(len(claims), maxDriftedSinceSent)] {
 		if i, ok := at[claim]; ok {
 			request.Nodes[i].DriftedSince = d.state.DriftedSince[claim]
 			continue

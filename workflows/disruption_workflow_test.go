@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -861,5 +862,39 @@ func TestAdmissionMarksLaterCommandsDecidedLater(t *testing.T) {
 	}
 	if want := []string{"l1", "l2"}; !slices.Equal(later, want) {
 		t.Errorf("DecidedLater %v, want %v", later, want)
+	}
+}
+
+// A request says the drift time of the earliest maxDriftedSinceSent
+// drifted nodes only, merged into the ledger's entry for a node it already
+// names; the others sort after them anyway.
+func TestWithDriftedSinceSendsTheEarliest(t *testing.T) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	d := &disruption{state: DisruptionState{DriftedSince: map[string]time.Time{}}}
+	for i := range maxDriftedSinceSent + 100 {
+		d.state.DriftedSince[fmt.Sprintf("claim-%04d", i)] = start.Add(time.Duration(i) * time.Second)
+	}
+	request := activities.ComputeCommandsRequest{Nodes: []activities.DisruptionNodeState{
+		{NodeClaimName: "claim-0007", Reserved: true}, {NodeClaimName: "claim-0550", Reserved: true}}}
+	d.withDriftedSince(&request)
+
+	sent := map[string]activities.DisruptionNodeState{}
+	for _, n := range request.Nodes {
+		if _, twice := sent[n.NodeClaimName]; twice {
+			t.Errorf("%s named twice", n.NodeClaimName)
+		}
+		sent[n.NodeClaimName] = n
+	}
+	if got, want := len(request.Nodes), maxDriftedSinceSent+1; got != want {
+		t.Errorf("%d nodes in the request, want %d (the earliest %d and the ledger's other)", got, want, maxDriftedSinceSent)
+	}
+	if n := sent["claim-0007"]; !n.Reserved || !n.DriftedSince.Equal(start.Add(7*time.Second)) {
+		t.Errorf("ledger entry of an early drifted node %+v: want it reserved with its drift time", n)
+	}
+	if n := sent["claim-0550"]; !n.Reserved || !n.DriftedSince.IsZero() {
+		t.Errorf("ledger entry of a late drifted node %+v: want it reserved without a drift time", n)
+	}
+	if n, ok := sent[fmt.Sprintf("claim-%04d", maxDriftedSinceSent-1)]; !ok || n.DriftedSince.IsZero() {
+		t.Errorf("the %dth earliest drifted node is not sent: %+v", maxDriftedSinceSent, n)
 	}
 }
