@@ -461,10 +461,14 @@ func (c *computation) simulate(cands []*nodeInfo, mode launchMode, maxPrice floa
 		for _, u := range r.Unschedulable {
 			unplaced = append(unplaced, u.Pod)
 		}
-		used = map[int]scheduling.Resources{}
-		for _, pl := range placed {
-			if i, ok := cp.byName[pl.Node]; ok {
-				used[i] = used[i].Add(c.requests(pl.Pod))
+		used = nil
+		if barred != nil && closed.uninitialized {
+			// Only the check for uninitialized holders reads it.
+			used = map[int]scheduling.Resources{}
+			for _, pl := range placed {
+				if i, ok := cp.byName[pl.Node]; ok {
+					used[i] = used[i].Add(c.requests(pl.Pod))
+				}
 			}
 		}
 	}
